@@ -1,0 +1,49 @@
+# `make run` and `make test` set up everything they need on a fresh Debian machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+DEBIAN_PACKAGES := default-jre-headless zookeeper kcat iproute2
+
+.PHONY: install system-packages run test lint bench generate clean
+
+install: system-packages $(STAMP)
+
+# Debian packages the tests use: a Java runtime (ZooKeeper, Spark), ZooKeeper and kcat.
+system-packages:
+	@missing=""; \
+	command -v java >/dev/null || missing="$$missing default-jre-headless"; \
+	[ -x /usr/share/zookeeper/bin/zkServer.sh ] || missing="$$missing zookeeper"; \
+	command -v kcat >/dev/null || missing="$$missing kcat"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(STAMP): pyproject.toml
+	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,spark]'
+	touch $(STAMP)
+
+run: install
+	mkdir -p data
+	$(VENV)/bin/kbroker start --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data
+
+test: install
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: install
+	$(PY) bench/throughput.py
+
+# Regenerate wire/messages from Kafka's JSON specs (../shared/kafka-protocol/message).
+generate: install
+	$(PY) -m wire.codegen
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
