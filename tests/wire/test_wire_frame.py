@@ -1,0 +1,174 @@
+"""FrameDecoder, request/response envelopes and header versions."""
+
+from __future__ import annotations
+
+import pytest
+
+from wire.api_keys import ApiKey, request_header_version, response_header_version
+from wire.errors import DecodeError, EncodeError, UnsupportedVersionError
+from wire.frame import (
+    FrameDecoder,
+    FrameError,
+    UnknownApiKeyError,
+    UnsupportedRequestVersion,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
+from wire.messages.api_versions_request import ApiVersionsRequest
+from wire.messages.api_versions_response import ApiVersionsResponse
+from wire.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
+from wire.messages.metadata_request import MetadataRequest
+from wire.messages.metadata_response import MetadataResponse
+from wire.messages.request_header import RequestHeader
+
+
+class Region:
+    """Stands for a file region: has nbytes, is not bytes-like."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+
+
+def frame(payload: bytes) -> bytes:
+    return len(payload).to_bytes(4, "big") + payload
+
+
+def test_frame_decoder_splits_whole_frames_zero_copy() -> None:
+    data = frame(b"abc") + frame(b"") + frame(b"de")
+    frames = FrameDecoder(100).feed(data)
+    assert [bytes(f) for f in frames] == [b"abc", b"", b"de"]
+    assert frames[0].obj is data
+
+
+def test_frame_decoder_reassembles_byte_by_byte() -> None:
+    data = frame(b"hello") + frame(b"world!")
+    dec = FrameDecoder(100)
+    out = []
+    for i in range(len(data)):
+        out += [bytes(f) for f in dec.feed(data[i : i + 1])]
+    assert out == [b"hello", b"world!"]
+    assert dec.buffered() == 0
+
+
+def test_frame_decoder_keeps_partial_tail() -> None:
+    dec = FrameDecoder(100)
+    data = frame(b"one") + frame(b"two")
+    assert [bytes(f) for f in dec.feed(data[:-1])] == [b"one"]
+    assert dec.buffered() == 6
+    assert [bytes(f) for f in dec.feed(data[-1:])] == [b"two"]
+
+
+@pytest.mark.parametrize("size", [-1, 101])
+def test_frame_decoder_rejects_bad_sizes(size: int) -> None:
+    with pytest.raises(FrameError):
+        FrameDecoder(100).feed(size.to_bytes(4, "big", signed=True))
+
+
+def test_frame_decoder_rejects_oversized_frame_before_it_arrives() -> None:
+    dec = FrameDecoder(100)
+    dec.feed(b"\x00\x00")
+    with pytest.raises(FrameError):
+        dec.feed(b"\x10\x00")
+
+
+def test_decode_request_unknown_api_key() -> None:
+    with pytest.raises(UnknownApiKeyError) as e:
+        decode_request(b"\x7f\x00\x00\x00\x00\x00\x00\x01\xff\xff")
+    assert e.value.api_key == 0x7F00
+
+
+def test_decode_request_unsupported_version_carries_header() -> None:
+    # ApiVersions v99 (flexible range): header v2, so the broker can still answer it.
+    payload = b"\x00\x12\x00\x63\x00\x00\x00\x09\x00\x01c\x00"
+    with pytest.raises(UnsupportedRequestVersion) as e:
+        decode_request(payload)
+    assert e.value.header.correlation_id == 9
+    assert e.value.header.client_id == "c"
+    assert isinstance(e.value, DecodeError)
+
+
+def test_decode_request_bad_body_carries_header() -> None:
+    payload = b"\x00\x03\x00\x01\x00\x00\x00\x04\xff\xff" + b"\x00\x00\x00\x05"
+    with pytest.raises(DecodeError) as e:
+        decode_request(payload)
+    assert isinstance(e.value.header, RequestHeader)
+    assert e.value.header.correlation_id == 4
+
+
+def test_decode_request_too_short() -> None:
+    with pytest.raises(DecodeError):
+        decode_request(b"\x00\x03\x00")
+
+
+def test_header_versions() -> None:
+    assert request_header_version(ApiKey.PRODUCE, 8) == 1
+    assert request_header_version(ApiKey.PRODUCE, 9) == 2
+    assert request_header_version(ApiKey.CONTROLLED_SHUTDOWN, 0) == 0
+    assert request_header_version(ApiKey.CONTROLLED_SHUTDOWN, 1) == 1
+    assert response_header_version(ApiKey.API_VERSIONS, 3) == 0
+    assert response_header_version(ApiKey.METADATA, 8) == 0
+    assert response_header_version(ApiKey.METADATA, 9) == 1
+
+
+def test_api_key_names() -> None:
+    assert ApiKey.PRODUCE == 0
+    assert ApiKey.FETCH == 1
+    assert ApiKey.OFFSET_FOR_LEADER_EPOCH == 23
+    assert ApiKey.SASL_HANDSHAKE == 17
+    assert ApiKey.DESCRIBE_TOPIC_PARTITIONS == 75
+
+
+def test_api_versions_response_uses_header_v0_even_when_flexible() -> None:
+    parts = encode_response(7, ApiKey.API_VERSIONS, 3, ApiVersionsResponse())
+    data = b"".join(parts)  # type: ignore[arg-type]
+    assert data[:8] == b"\x00\x00\x00\x0c\x00\x00\x00\x07"
+    assert data[8:] == ApiVersionsResponse().encode(3)
+
+
+def test_flexible_response_header_has_tag_buffer() -> None:
+    data = b"".join(encode_response(7, ApiKey.METADATA, 9, MetadataResponse()))  # type: ignore[arg-type]
+    assert data[4:9] == b"\x00\x00\x00\x07\x00"
+    assert int.from_bytes(data[:4], "big") == len(data) - 4
+    header, body = decode_response(memoryview(data)[4:], ApiKey.METADATA, 9)
+    assert header.correlation_id == 7
+    assert body == MetadataResponse()
+
+
+def test_encode_response_keeps_external_region() -> None:
+    region = Region(1000)
+    resp = FetchResponse(
+        responses=[
+            FetchableTopicResponse(topic="t", partitions=[PartitionData(records=region)])  # type: ignore[arg-type]
+        ]
+    )
+    parts = encode_response(1, ApiKey.FETCH, 4, resp)
+    assert len(parts) == 2 and parts[1] is region
+    head = parts[0]
+    assert isinstance(head, bytes)
+    assert int.from_bytes(head[:4], "big") == len(head) - 4 + 1000
+    assert head.endswith((1000).to_bytes(4, "big"))  # the records length prefix
+
+
+def test_encode_response_rejects_wrong_body() -> None:
+    with pytest.raises(EncodeError):
+        encode_response(1, ApiKey.FETCH, 4, MetadataResponse())
+
+
+def test_encode_request_round_trip_and_checks() -> None:
+    hdr = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=2, client_id="c")
+    data = encode_request(hdr, MetadataRequest(topics=None), 12)
+    frames = FrameDecoder(1 << 20).feed(data)
+    assert decode_request(frames[0]) == (hdr, MetadataRequest(topics=None))
+    with pytest.raises(EncodeError):
+        encode_request(hdr, ApiVersionsRequest(), 12)
+    with pytest.raises(EncodeError):
+        encode_request(hdr, MetadataRequest(), 11)
+
+
+def test_decode_response_errors() -> None:
+    with pytest.raises(UnknownApiKeyError):
+        decode_response(b"", 999, 0)
+    with pytest.raises(UnsupportedVersionError):
+        decode_response(b"", ApiKey.METADATA, 99)

@@ -1,0 +1,178 @@
+"""Kafka framing and request/response envelopes (protocol guide, "Common Request and Response
+Structure").
+
+On the wire every message is `int32 size` followed by `size` bytes. A request payload is a
+request header (RequestHeader v0-v2, see wire.api_keys for which) and the request body; a
+response payload is a response header (v0 or v1) and the response body. Bodies are encoded at
+the API version the request header names.
+
+`FrameDecoder` splits a byte stream into payloads; `decode_request`/`encode_response` are the
+server side, `encode_request`/`decode_response` the client side (our own client and tests).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from wire.api_keys import (
+    REQUEST_CLASSES,
+    RESPONSE_CLASSES,
+    request_header_version,
+    response_header_version,
+)
+from wire.codegen.runtime import Message
+from wire.errors import DecodeError, EncodeError, UnsupportedVersionError
+from wire.messages.request_header import RequestHeader
+from wire.messages.response_header import ResponseHeader
+from wire.primitives import Reader, Writer
+
+_SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
+
+
+class FrameError(DecodeError):
+    """A size prefix that is negative or larger than the allowed maximum."""
+
+
+class UnknownApiKeyError(DecodeError):
+    """A request for an API key this code does not know; no header can be parsed."""
+
+    def __init__(self, api_key: int) -> None:
+        super().__init__(f"unknown API key {api_key}")
+        self.api_key = api_key
+
+
+class UnsupportedRequestVersion(UnsupportedVersionError):
+    """A known API at a version outside its range; `header` lets the server answer."""
+
+    def __init__(self, header: RequestHeader) -> None:
+        super().__init__(
+            f"API key {header.request_api_key} has no version {header.request_api_version}"
+        )
+        self.header = header
+
+
+class FrameDecoder:
+    """Splits a byte stream into frame payloads (size prefixes removed).
+
+    Payloads are memoryviews over immutable bytes: zero-copy slices of the fed chunk when a
+    frame arrives whole, one copy when it was split across chunks.
+    """
+
+    __slots__ = ("max_frame_size", "_pending")
+
+    def __init__(self, max_frame_size: int) -> None:
+        self.max_frame_size = max_frame_size
+        self._pending = bytearray()
+
+    def _check(self, size: int) -> None:
+        if size < 0 or size > self.max_frame_size:
+            raise FrameError(f"frame size {size} outside 0..{self.max_frame_size}")
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
+        pending = self._pending
+        if pending:
+            pending += data
+            if len(pending) < 4:
+                return []
+            size = _SIZE.unpack_from(pending, 0)[0]
+            self._check(size)
+            if len(pending) < 4 + size:
+                return []
+            src = memoryview(bytes(pending))
+            self._pending = bytearray()
+        else:
+            src = memoryview(data if isinstance(data, bytes) else bytes(data))
+        frames: list[memoryview] = []
+        pos = 0
+        end = len(src)
+        while end - pos >= 4:
+            size = _SIZE.unpack_from(src, pos)[0]
+            self._check(size)
+            if end - pos - 4 < size:
+                break
+            frames.append(src[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+        if pos < end:
+            self._pending += src[pos:]
+        return frames
+
+    def buffered(self) -> int:
+        """Bytes held back waiting for the rest of a frame."""
+        return len(self._pending)
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Message]:
+    """Header and body of one request payload. Only DecodeError (and subclasses) escape.
+
+    Trailing bytes after the body are ignored, as Kafka does.
+    """
+    r = Reader(frame)
+    if r.remaining() < 4:
+        raise DecodeError("request shorter than its api key and version")
+    api_key, api_version = _KEY_VERSION.unpack_from(r.data, 0)
+    cls = REQUEST_CLASSES.get(api_key)
+    if cls is None:
+        raise UnknownApiKeyError(api_key)
+    header = RequestHeader.read(r, request_header_version(api_key, api_version))
+    if not cls.MIN_VERSION <= api_version <= cls.MAX_VERSION:
+        raise UnsupportedRequestVersion(header)
+    try:
+        body = cls.read(r, api_version)
+    except DecodeError as e:
+        e.header = header
+        raise
+    return header, body
+
+
+def _check_version(cls: type[Message], version: int) -> None:
+    if not cls.MIN_VERSION <= version <= cls.MAX_VERSION:
+        raise EncodeError(f"{cls.__name__} has no version {version}")
+
+
+def encode_response(
+    correlation_id: int, api_key: int, api_version: int, body: Message
+) -> list[bytes | object]:
+    """Size prefix, response header and body, as Writer parts (external regions kept)."""
+    cls = RESPONSE_CLASSES[api_key]
+    if type(body) is not cls:
+        raise EncodeError(f"{type(body).__name__} is not the response of API key {api_key}")
+    _check_version(cls, api_version)
+    w = Writer()
+    w.int32(0)
+    ResponseHeader(correlation_id=correlation_id).write(
+        w, response_header_version(api_key, api_version)
+    )
+    body.write(w, api_version)
+    w.patch_int32(0, w.nbytes - 4)
+    return w.parts()
+
+
+def encode_request(header: RequestHeader, body: Message, version: int) -> bytes:
+    """A whole request frame (size prefix included) for our own client and tests."""
+    api_key = header.request_api_key
+    if body.API_KEY != api_key or REQUEST_CLASSES.get(api_key) is not type(body):
+        raise EncodeError(f"{type(body).__name__} is not the request of API key {api_key}")
+    if header.request_api_version != version:
+        raise EncodeError(f"header says version {header.request_api_version}, body {version}")
+    _check_version(type(body), version)
+    w = Writer()
+    w.int32(0)
+    header.write(w, request_header_version(api_key, version))
+    body.write(w, version)
+    w.patch_int32(0, w.nbytes - 4)
+    return w.getvalue()
+
+
+def decode_response(
+    data: bytes | bytearray | memoryview, api_key: int, api_version: int
+) -> tuple[ResponseHeader, Message]:
+    """Header and body of one response payload (size prefix already removed)."""
+    cls = RESPONSE_CLASSES.get(api_key)
+    if cls is None:
+        raise UnknownApiKeyError(api_key)
+    if not cls.MIN_VERSION <= api_version <= cls.MAX_VERSION:
+        raise UnsupportedVersionError(f"{cls.__name__} has no version {api_version}")
+    r = Reader(data)
+    header = ResponseHeader.read(r, response_header_version(api_key, api_version))
+    return header, cls.read(r, api_version)
