@@ -1,0 +1,206 @@
+"""All partition logs of a broker, spread over its log directories.
+
+Layout of each log directory (`log.dirs`):
+- `<topic>-<partition>/` one directory per partition log (partition_log.py);
+- `.kafka_cleanshutdown` empty marker, written (fsync) after every log was flushed and closed
+  by `shutdown()`, deleted by `open_all()` once the logs are open: when it is present at
+  start-up the logs skip recovery of their active segment;
+- `log-start-offset-checkpoint` Kafka's text checkpoint of log start offsets, written at
+  shutdown and by `flush_due()` when a start offset moved (atomic rename):
+
+      0                                  format version
+      <count>
+      <topic> <partition> <offset>       count lines
+
+- `<topic>-<partition>.<hex>-delete/` a deleted partition being removed; removed at start-up
+  if a crash interrupted the removal.
+A new partition goes to the log directory holding the fewest partitions (Kafka's rule).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from kbroker.log.fileio import atomic_write, fsync_dir, unlink_quietly
+from kbroker.log.log_config import LogConfig
+from kbroker.log.partition_log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+DELETE_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """`<topic>-<partition>` -> (topic, partition); None for anything else."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit() or name.endswith(DELETE_SUFFIX):
+        return None
+    return topic, int(partition)
+
+
+def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """Entries of a `<topic> <partition> <offset>` checkpoint; {} when missing or bad."""
+    try:
+        lines = path.read_text().splitlines()
+        if int(lines[0]) != 0:
+            raise ValueError("unknown checkpoint version")
+        count = int(lines[1])
+        entries = {}
+        for line in lines[2 : 2 + count]:
+            topic, partition, offset = line.split()
+            entries[(topic, int(partition))] = int(offset)
+        if len(entries) != count:
+            raise ValueError("checkpoint shorter than its count")
+        return entries
+    except FileNotFoundError:
+        return {}
+    except (ValueError, IndexError) as exc:
+        log.warning("ignoring %s: %s", path, exc)
+        return {}
+
+
+def write_offset_checkpoint(path: Path, entries: dict[TopicPartition, int]) -> None:
+    body = "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items()))
+    atomic_write(path, f"0\n{len(entries)}\n{body}".encode())
+
+
+class LogManager:
+    """Opens, creates, flushes and closes the partition logs of every log directory."""
+
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        *,
+        clock: Callable[[], float] = time.time,
+        config_for: Callable[[str, int], LogConfig] | None = None,
+    ) -> None:
+        """`config_for(topic, partition)` gives the config of logs found by `open_all`
+        (defaults to Kafka's defaults; `get_or_create` with a config updates it)."""
+        if not log_dirs:
+            raise ValueError("at least one log directory is required")
+        self._dirs = [Path(d) for d in log_dirs]
+        self._clock = clock
+        self._config_for = config_for or (lambda _topic, _partition: LogConfig())
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._checkpointed_starts: dict[Path, dict[TopicPartition, int]] = {}
+
+    @property
+    def dirs(self) -> list[Path]:
+        return list(self._dirs)
+
+    def logs(self) -> dict[TopicPartition, PartitionLog]:
+        return dict(self._logs)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def dir_of(self, topic: str, partition: int) -> Path:
+        """The directory of a partition's log (where it is, or would be created)."""
+        plog = self._logs.get((topic, partition))
+        if plog is not None:
+            return plog.directory
+        return self._pick_dir() / f"{topic}-{partition}"
+
+    def _pick_dir(self) -> Path:
+        counts = dict.fromkeys(self._dirs, 0)
+        for plog in self._logs.values():
+            parent = plog.directory.parent
+            if parent in counts:
+                counts[parent] += 1
+        return min(self._dirs, key=lambda d: counts[d])
+
+    def open_all(self) -> None:
+        """Open every partition log found, recovering those of directories without a
+        clean-shutdown marker, then delete the markers."""
+        for log_dir in self._dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            starts = read_offset_checkpoint(log_dir / LOG_START_CHECKPOINT)
+            for child in sorted(log_dir.iterdir()):
+                if not child.is_dir():
+                    continue
+                if child.name.endswith(DELETE_SUFFIX):
+                    shutil.rmtree(child, ignore_errors=True)
+                    continue
+                tp = parse_partition_dir(child.name)
+                if tp is None:
+                    continue
+                if tp in self._logs:
+                    raise RuntimeError(f"{tp} found in two log directories: {child}")
+                self._logs[tp] = PartitionLog.open(
+                    child,
+                    self._config_for(*tp),
+                    recover=not clean,
+                    clock=self._clock,
+                    log_start_offset=starts.get(tp),
+                )
+            self._checkpointed_starts[log_dir] = starts
+            unlink_quietly(marker)
+            fsync_dir(log_dir)
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        """The partition's log, created empty if needed; `config` replaces its config."""
+        plog = self._logs.get((topic, partition))
+        if plog is None:
+            directory = self.dir_of(topic, partition)
+            plog = PartitionLog.open(directory, config, recover=False, clock=self._clock)
+            fsync_dir(directory.parent)
+            self._logs[(topic, partition)] = plog
+        elif plog.config != config:
+            plog.update_config(config)
+        return plog
+
+    def delete(self, topic: str, partition: int) -> None:
+        """Close the log and remove its directory (renamed first, so a crash mid-removal
+        leaves a `-delete` directory that start-up finishes removing)."""
+        plog = self._logs.pop((topic, partition), None)
+        if plog is None:
+            return
+        plog.close()
+        doomed = plog.directory.with_name(
+            f"{plog.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        )
+        os.rename(plog.directory, doomed)
+        fsync_dir(doomed.parent)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    def flush_due(self) -> None:
+        """Periodic duty: flush the logs whose flush.ms elapsed, close retired segment
+        files, checkpoint moved log start offsets."""
+        for plog in self._logs.values():
+            plog.maybe_flush()
+        self._checkpoint_log_starts(only_if_changed=True)
+
+    def _checkpoint_log_starts(self, *, only_if_changed: bool) -> None:
+        per_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self._dirs}
+        for tp, plog in self._logs.items():
+            parent = plog.directory.parent
+            if parent in per_dir:
+                per_dir[parent][tp] = plog.log_start_offset
+        for log_dir, entries in per_dir.items():
+            if only_if_changed and self._checkpointed_starts.get(log_dir) == entries:
+                continue
+            write_offset_checkpoint(log_dir / LOG_START_CHECKPOINT, entries)
+            self._checkpointed_starts[log_dir] = entries
+
+    def shutdown(self) -> None:
+        """Flush and close every log, checkpoint log start offsets, then write the
+        clean-shutdown markers (only after everything else is durable)."""
+        for plog in self._logs.values():
+            plog.close()
+        self._checkpoint_log_starts(only_if_changed=False)
+        self._logs.clear()
+        for log_dir in self._dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")

@@ -1,0 +1,546 @@
+"""One partition's log: `<log.dir>/<topic>-<partition>/`.
+
+Directory contents (formats in the modules named):
+- `<20-digit base offset>.log`, `.index`, `.timeindex` per segment (segment.py,
+  offset_index.py, time_index.py), ordered by base offset; the last one is the active segment;
+- `leader-epoch-checkpoint` (leader_epochs.py);
+- `<20-digit offset>.snapshot` producer state snapshots (producer_snapshot.py);
+- `*.tmp` files are unfinished atomic replacements; they are deleted on open.
+
+The log start offset is held in memory and checkpointed by the LogManager (Kafka's
+`log-start-offset-checkpoint`); without a checkpoint it is the first segment's base offset.
+
+Not thread-safe: one owner (the broker's event loop) calls it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbroker.log import producer_snapshot
+from kbroker.log.file_region import FileRegion
+from kbroker.log.fileio import TMP_SUFFIX, unlink_quietly
+from kbroker.log.leader_epochs import LeaderEpochCache
+from kbroker.log.log_config import LogConfig
+from kbroker.log.recovery import recover_segments
+from kbroker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment
+from kbroker.producer_state import (
+    BatchMetadata,
+    ProducerBatch,
+    ProducerStateManager,
+    last_sequence,
+)
+from wire.errors import ErrorCode, KafkaError
+from wire.records.batch import (
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    iter_batches,
+    set_base_offset,
+    set_max_timestamp_log_append,
+    set_partition_leader_epoch,
+)
+from wire.records.record import decode_batch
+
+log = logging.getLogger(__name__)
+
+NO_TIMESTAMP = -1
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Outcome of an append (offsets of the first and last record written)."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+def producer_batch(header: BatchHeader) -> ProducerBatch:
+    """The producer-state view of a batch header (offsets as in the header)."""
+    return ProducerBatch(
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        first_seq=header.base_sequence,
+        last_seq=last_sequence(header.base_sequence, header.last_offset_delta),
+        first_offset=header.base_offset,
+        last_offset=header.last_offset,
+        timestamp=header.max_timestamp,
+        is_control=header.is_control,
+    )
+
+
+def _parse_batches(batches: bytearray | bytes) -> list[tuple[int, BatchHeader]]:
+    parsed = list(iter_batches(batches))
+    end = parsed[-1][0] + parsed[-1][1].size if parsed else 0
+    if not parsed or end != len(batches):
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "records are empty or end in a partial batch")
+    return parsed
+
+
+class PartitionLog:
+    """Segments, indexes, leader epochs and producer state of one partition."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        clock: Callable[[], float],
+        segments: list[LogSegment],
+        epochs: LeaderEpochCache,
+    ) -> None:
+        self.directory = directory
+        self._config = config
+        self._clock = clock
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.epochs = epochs
+        self.producers = ProducerStateManager()
+        self.log_start_offset = segments[0].base_offset
+        self._flushed_offset = self.log_end_offset
+        self._last_flush_ms = self._now_ms()
+        self._retired: list[tuple[int, LogSegment]] = []
+        # Set when open() had to scan and validate segments (unclean shutdown or bad indexes).
+        self.recovered_segments: list[int] = []
+
+    # Opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recover: bool,
+        clock: Callable[[], float] = time.time,
+        log_start_offset: int | None = None,
+    ) -> PartitionLog:
+        """Open (or create) the log in `directory`. `recover=True` after an unclean shutdown:
+        the active segment is validated batch by batch and truncated at the first torn or
+        corrupt batch; segments whose indexes fail the sanity checks are recovered either
+        way. `log_start_offset` comes from the LogManager's checkpoint."""
+        directory.mkdir(parents=True, exist_ok=True)
+        now_ms = int(clock() * 1000)
+        for tmp in directory.glob(f"*{TMP_SUFFIX}"):
+            unlink_quietly(tmp)
+        bases = sorted(
+            int(p.stem) for p in directory.glob(f"*{LOG_SUFFIX}") if _is_offset_stem(p.stem)
+        )
+        for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+            for path in directory.glob(f"*{suffix}"):
+                if _is_offset_stem(path.stem) and int(path.stem) not in bases:
+                    unlink_quietly(path)
+        if bases:
+            segments = [LogSegment.open(directory, b, config, now_ms) for b in bases]
+        else:
+            segments = [LogSegment.create(directory, log_start_offset or 0, config, now_ms)]
+        epochs = LeaderEpochCache(directory)
+        recovered = recover_segments(segments, unclean=recover, epochs=epochs)
+        plog = cls(directory, config, clock, segments, epochs)
+        plog.recovered_segments = recovered
+        if log_start_offset is not None:
+            plog.log_start_offset = min(
+                max(log_start_offset, segments[0].base_offset), plog.log_end_offset
+            )
+        epochs.truncate_from_end(plog.log_end_offset)
+        epochs.truncate_from_start(plog.log_start_offset)
+        plog._flushed_offset = plog.log_end_offset
+        plog._load_producer_state()
+        return plog
+
+    def _load_producer_state(self) -> None:
+        """Load the newest snapshot at or below the log end, then replay batch headers after
+        it (from the first segment when there is none)."""
+        leo = self.log_end_offset
+        first_base = self._segments[0].base_offset
+        producer_snapshot.delete_outside(self.directory, first_base, leo)
+        loaded = producer_snapshot.load_latest(self.directory, leo)
+        if loaded is None:
+            self.producers.clear()
+            start = first_base
+        else:
+            start, entries = loaded
+            self.producers.load(entries)
+        self.producers.replay(self._producer_batches_from(start))
+
+    def _producer_batches_from(self, offset: int) -> Iterable[ProducerBatch]:
+        i = self._segment_index(offset)
+        for segment in self._segments[i:]:
+            if segment.next_offset <= offset:
+                continue
+            _, position = segment.index.lookup(offset)
+            for _, header in segment.batches_from(position, chunk=1 << 20):
+                if header.base_offset >= offset and header.has_producer_id:
+                    yield producer_batch(header)
+
+    # Properties ------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply changed topic configs (they take effect for new segments and appends)."""
+        self._config = config
+        for segment in self._segments:
+            segment.config = config
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _segment_index(self, offset: int) -> int:
+        """Index of the segment that would hold `offset` (the first one if below all)."""
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    # Appending -------------------------------------------------------------------------
+
+    def append_as_leader(
+        self, batches: bytearray, *, leader_epoch: int, log_append_time_ms: int | None
+    ) -> AppendResult:
+        """Assign offsets to already-validated v2 batches (rewritten in place: base offset,
+        partition leader epoch, and LogAppendTime when `log_append_time_ms` is given), check
+        idempotent producers' sequences, append them to the active segment."""
+        parsed = _parse_batches(batches)
+        next_offset = self.log_end_offset
+        planned: list[BatchHeader] = []
+        for _, header in parsed:
+            planned.append(header._replace(base_offset=next_offset))
+            next_offset += header.last_offset_delta + 1
+        checked = self.producers.prepare([producer_batch(h) for h in planned if h.has_producer_id])
+        if isinstance(checked, BatchMetadata):
+            return AppendResult(
+                checked.first_offset, checked.last_offset, -1, self.log_start_offset, True
+            )
+        final: list[BatchHeader] = []
+        for (pos, _), header in zip(parsed, planned, strict=True):
+            set_base_offset(batches, pos, header.base_offset)
+            set_partition_leader_epoch(batches, pos, leader_epoch)
+            header = header._replace(partition_leader_epoch=leader_epoch)
+            if log_append_time_ms is not None:
+                set_max_timestamp_log_append(batches, pos, log_append_time_ms)
+                header = header._replace(
+                    max_timestamp=log_append_time_ms,
+                    attributes=header.attributes | TIMESTAMP_TYPE_BIT,
+                )
+            final.append(header)
+        self._append(batches, final, [pos for pos, _ in parsed])
+        self.epochs.assign(leader_epoch, final[0].base_offset)
+        self.producers.commit(checked)
+        self._maybe_flush_messages()
+        return AppendResult(
+            final[0].base_offset,
+            final[-1].last_offset,
+            -1 if log_append_time_ms is None else log_append_time_ms,
+            self.log_start_offset,
+        )
+
+    def append_as_follower(self, batches: bytearray | bytes) -> AppendResult:
+        """Append batches fetched from the leader as they are (offsets and epochs kept).
+        Offsets must not go below the log end offset (gaps are allowed)."""
+        parsed = _parse_batches(batches)
+        expected = self.log_end_offset
+        for _, header in parsed:
+            if header.base_offset < expected:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"follower append at offset {header.base_offset} below {expected}",
+                )
+            expected = header.next_offset
+        headers = [h for _, h in parsed]
+        self._append(batches, headers, [pos for pos, _ in parsed])
+        for header in headers:
+            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+        self.producers.replay(producer_batch(h) for h in headers if h.has_producer_id)
+        self._maybe_flush_messages()
+        return AppendResult(
+            headers[0].base_offset, headers[-1].last_offset, -1, self.log_start_offset
+        )
+
+    def _append(
+        self, data: bytearray | bytes, headers: list[BatchHeader], positions: list[int]
+    ) -> None:
+        max_ts = max(h.max_timestamp for h in headers)
+        now_ms = self._now_ms()
+        if self.active_segment.should_roll(len(data), max_ts, headers[-1].last_offset, now_ms):
+            self._roll(headers[0].base_offset)
+        elif not self.active_segment.index.fits(headers[-1].last_offset):
+            # An empty segment cannot hold the offsets (a follower's gap): start one there.
+            self._roll(headers[0].base_offset)
+        self.active_segment.append(data, headers, positions)
+
+    def _roll(self, new_base: int) -> None:
+        """Seal the active segment and start a new one at `new_base`, snapshotting the
+        producer state at that offset (Kafka takes one on every roll)."""
+        active = self.active_segment
+        now_ms = self._now_ms()
+        if active.size == 0:
+            if active.base_offset == new_base:
+                return
+            self._segments.pop()
+            self._bases.pop()
+            active.delete_files()
+            active.close()
+        else:
+            active.seal()
+        producer_snapshot.write(self.directory, new_base, self.producers.entries())
+        segment = LogSegment.create(self.directory, new_base, self._config, now_ms)
+        self._segments.append(segment)
+        self._bases.append(new_base)
+
+    def roll(self) -> None:
+        """Start a new segment at the log end offset (no-op when the active one is empty)."""
+        self._roll(self.log_end_offset)
+
+    def assign_epoch_start(self, epoch: int, start_offset: int) -> None:
+        """Record that `epoch` starts at `start_offset` (a new leader does this at its log
+        end offset when elected, KIP-101)."""
+        self.epochs.assign(epoch, start_offset)
+
+    # Reading ---------------------------------------------------------------------------
+
+    def _check_range(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]",
+            )
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int, min_one_batch: bool
+    ) -> FileRegion | None:
+        """Whole batches from the one containing `offset`, all within one segment and below
+        `max_offset` (the high watermark), at most `max_bytes` unless `min_one_batch` and the
+        first batch is larger (KIP-74). Without `min_one_batch`, a first batch larger than
+        `max_bytes` is returned cut at `max_bytes`, as Kafka does for pre-KIP-74 fetches, so
+        the client can tell the batch is too large. None when there is nothing to return."""
+        self._check_range(offset)
+        if offset >= max_offset or offset >= self.log_end_offset:
+            return None
+        found = None
+        for segment in self._segments[self._segment_index(offset) :]:
+            found = segment.find_batch(offset)
+            if found is not None:
+                break
+        if found is None:
+            return None
+        start, first = found
+        if first.next_offset > max_offset:
+            return None
+        if first.size > max_bytes:
+            if min_one_batch:
+                return FileRegion(segment.file, start, first.size)
+            return FileRegion(segment.file, start, max_bytes) if max_bytes > 0 else None
+        end = start + first.size
+        for pos, header in segment.batches_from(end):
+            if header.next_offset > max_offset or pos + header.size - start > max_bytes:
+                break
+            end = pos + header.size
+        return FileRegion(segment.file, start, end - start)
+
+    def _record_at_or_after(
+        self,
+        segment: LogSegment,
+        position: int,
+        header: BatchHeader,
+        timestamp: int,
+        min_offset: int,
+    ) -> tuple[int, int]:
+        """(offset, timestamp) of the first record of a batch with timestamp >= `timestamp`
+        and offset >= `min_offset`; decodes the batch unless it is LogAppendTime."""
+        if header.timestamp_type == 1:
+            # Every record of a LogAppendTime batch carries the batch's max timestamp.
+            return max(header.base_offset, min_offset), header.max_timestamp
+        _, records = decode_batch(segment.read_batch(position, header))
+        for record in records:
+            if record.timestamp >= timestamp and record.offset >= min_offset:
+                return record.offset, record.timestamp
+        return max(header.base_offset, min_offset), header.max_timestamp
+
+    def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `ts`, or None."""
+        for segment in self._segments:
+            if segment.max_timestamp < ts or segment.next_offset <= self.log_start_offset:
+                continue
+            found = segment.find_timestamp(ts, self.log_start_offset)
+            if found is not None:
+                position, header = found
+                return self._record_at_or_after(
+                    segment, position, header, ts, self.log_start_offset
+                )
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(timestamp, offset) of the first record with the greatest timestamp; (-1, -1)
+        when the log has no timestamped record."""
+        segment = max(self._segments, key=lambda s: s.max_timestamp)
+        ts = segment.max_timestamp
+        if ts == NO_TIMESTAMP:
+            return NO_TIMESTAMP, -1
+        _, position = segment.index.lookup(segment.offset_of_max_timestamp)
+        for pos, header in segment.batches_from(position):
+            if header.max_timestamp == ts:
+                offset, _ = self._record_at_or_after(segment, pos, header, ts, 0)
+                return ts, offset
+        return ts, segment.offset_of_max_timestamp
+
+    # Leader epochs ---------------------------------------------------------------------
+
+    def latest_epoch(self) -> int:
+        return self.epochs.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch (KIP-101/279); (-1, -1) if unknown."""
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # Deletion and truncation -------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset to `offset` (DeleteRecords, retention); segments
+        wholly below it are deleted. Returns the new log start offset."""
+        if offset > self.log_end_offset or offset < 0:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"cannot delete before {offset}: log end offset is {self.log_end_offset}",
+            )
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        self.log_start_offset = offset
+        if offset == self.log_end_offset and self.active_segment.size > 0:
+            self._roll(offset)
+        while len(self._segments) > 1 and self._bases[1] <= offset:
+            self._retire(self._segments.pop(0))
+            self._bases.pop(0)
+        self.epochs.truncate_from_start(offset)
+        producer_snapshot.delete_outside(self.directory, self._bases[0], self.log_end_offset)
+        return self.log_start_offset
+
+    def enforce_retention(self, *, high_watermark: int) -> int:
+        """Delete the oldest segments breaching retention.ms (now - largest timestamp >
+        retention.ms) or retention.bytes (while the log stays at or above the limit without
+        them), as Kafka's retention does; only segments wholly below `high_watermark` go, and
+        nothing when cleanup.policy lacks "delete". Returns the number of segments deleted."""
+        config = self._config
+        if "delete" not in config.cleanup_policy:
+            return 0
+        now_ms = self._now_ms()
+        count = 0
+        excess = self.size_bytes - config.retention_bytes
+        for i, segment in enumerate(self._segments):
+            end = self._bases[i + 1] if i + 1 < len(self._bases) else segment.next_offset
+            if segment.size == 0 or end > high_watermark:
+                break
+            by_time = 0 <= config.retention_ms < now_ms - segment.largest_timestamp
+            by_size = config.retention_bytes >= 0 and excess >= segment.size
+            if not (by_time or by_size):
+                break
+            excess -= segment.size
+            count += 1
+        if count:
+            end = self._bases[count] if count < len(self._bases) else self.log_end_offset
+            self.delete_records_before(max(end, self.log_start_offset))
+        return count
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch whose last offset is >= `offset` (follower truncation). The
+        new log end offset is the start of the first removed batch (`offset` itself when it
+        falls on a batch boundary)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self._bases[0]:
+            self._truncate_fully(offset)
+        else:
+            while self._bases[-1] >= offset:
+                self._retire(self._segments.pop())
+                self._bases.pop()
+            self.active_segment.truncate_to(offset)
+        leo = self.log_end_offset
+        self.log_start_offset = min(self.log_start_offset, leo)
+        self._flushed_offset = min(self._flushed_offset, leo)
+        self.epochs.truncate_from_end(leo)
+        producer_snapshot.delete_outside(self.directory, self._bases[0], leo)
+        self._load_producer_state()
+
+    def _truncate_fully(self, offset: int) -> None:
+        for segment in self._segments:
+            self._retire(segment)
+        self._segments = [LogSegment.create(self.directory, offset, self._config, self._now_ms())]
+        self._bases = [offset]
+        self.log_start_offset = offset
+
+    def _retire(self, segment: LogSegment) -> None:
+        """Delete a segment's files now; its open .log may still back FileRegions being
+        sent, so it is closed after file.delete.delay.ms."""
+        segment.delete_files()
+        segment.index.close()
+        segment.time_index.close()
+        self._retired.append((self._now_ms(), segment))
+
+    def _close_retired(self, *, force: bool) -> None:
+        now_ms = self._now_ms()
+        keep = []
+        for retired_ms, segment in self._retired:
+            if force or now_ms - retired_ms >= self._config.file_delete_delay_ms:
+                segment.close_log_file()
+            else:
+                keep.append((retired_ms, segment))
+        self._retired = keep
+
+    # Flushing and closing --------------------------------------------------------------
+
+    def _maybe_flush_messages(self) -> None:
+        if self.log_end_offset - self._flushed_offset >= self._config.flush_messages:
+            self.flush()
+
+    def flush(self) -> None:
+        """fsync every segment written since the last flush, and its indexes."""
+        for segment in self._segments:
+            if segment.dirty:
+                segment.flush()
+        self._flushed_offset = self.log_end_offset
+        self._last_flush_ms = self._now_ms()
+
+    def maybe_flush(self) -> bool:
+        """Flush when flush.ms elapsed since the last flush and data is unflushed; close
+        retired segment files. Returns whether it flushed."""
+        self._close_retired(force=False)
+        if not any(s.dirty for s in self._segments):
+            return False
+        if self._now_ms() - self._last_flush_ms >= self._config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    def close(self) -> None:
+        """Seal the active segment, flush, snapshot producer state at the log end, close
+        files."""
+        self.active_segment.seal()
+        self.flush()
+        producer_snapshot.write(self.directory, self.log_end_offset, self.producers.entries())
+        for segment in self._segments:
+            segment.close()
+        self._close_retired(force=True)
+
+
+def _is_offset_stem(stem: str) -> bool:
+    return len(stem) == 20 and stem.isdigit()
