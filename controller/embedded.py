@@ -1,0 +1,450 @@
+"""Single-node metadata without ZooKeeper: this broker is the controller and leads everything.
+
+Every partition has replicas = isr = [broker.id] and leader epoch 0. State lives in the first
+log dir and survives restarts. Files:
+
+``<first log dir>/__kbroker_metadata.json`` (UTF-8 JSON object)::
+
+    {
+      "version": 1,
+      "cluster_id": "<22 characters, base64url of 16 random bytes>",
+      "topics": [
+        {"name": "t", "topic_id": "<uuid, canonical hex form>", "internal": false,
+         "configs": {"retention.ms": "1000"},
+         "partitions": [{"partition": 0, "leader": 0, "leader_epoch": 0,
+                         "replicas": [0], "isr": [0]}]}
+      ],
+      "broker_configs": {"log.retention.ms": "1000"}
+    }
+
+It is replaced whole on every change: written to ``__kbroker_metadata.json.tmp``, fsynced,
+renamed over the old file, then the directory is fsynced (DESIGN rule 6), so a crash leaves
+either the old or the new state.
+
+``<every log dir>/meta.properties``: Kafka's file, in Java properties syntax, version 0 (the
+ZooKeeper-mode layout): ``version=0``, ``broker.id=<id>``, ``cluster.id=<id>``. Written once,
+when missing; a stored broker.id that differs from the configured one stops start-up, as in
+Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from controller.interface import (
+    INTERNAL_TOPICS,
+    BrokerInfo,
+    PartitionInfo,
+    TopicInfo,
+    TopicListener,
+)
+from controller.validation import (
+    check_assignments,
+    check_collision,
+    check_replicas,
+    check_replication_factor,
+    validate_topic_name,
+)
+from kbroker.config import (
+    BrokerConfig,
+    ConfigError,
+    parse_properties,
+    validate_dynamic_broker_configs,
+    validate_topic_configs,
+)
+from wire.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "__kbroker_metadata.json"
+META_PROPERTIES = "meta.properties"
+FORMAT_VERSION = 1
+
+
+class MetadataStoreError(Exception):
+    """The stored metadata cannot be read; start-up stops rather than lose topics."""
+
+
+def random_kafka_uuid() -> uuid.UUID:
+    """A random (version 4, never zero) UUID whose base64 form does not start with '-', which
+    Kafka avoids so ids can be passed on command lines."""
+    while True:
+        value = uuid.uuid4()
+        if not kafka_uuid_string(value).startswith("-"):
+            return value
+
+
+def kafka_uuid_string(value: uuid.UUID) -> str:
+    """Kafka's textual form of a Uuid: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _topic_to_json(topic: TopicInfo) -> dict[str, Any]:
+    return {
+        "name": topic.name,
+        "topic_id": str(topic.topic_id),
+        "internal": topic.internal,
+        "configs": dict(topic.configs),
+        "partitions": [
+            {
+                "partition": p.partition,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+            }
+            for p in topic.partitions
+        ],
+    }
+
+
+def _topic_from_json(obj: dict[str, Any]) -> TopicInfo:
+    return TopicInfo(
+        name=obj["name"],
+        topic_id=uuid.UUID(obj["topic_id"]),
+        internal=bool(obj["internal"]),
+        configs={str(k): str(v) for k, v in obj["configs"].items()},
+        partitions=tuple(
+            PartitionInfo(
+                partition=int(p["partition"]),
+                leader=int(p["leader"]),
+                leader_epoch=int(p["leader_epoch"]),
+                replicas=tuple(int(r) for r in p["replicas"]),
+                isr=tuple(int(r) for r in p["isr"]),
+            )
+            for p in obj["partitions"]
+        ),
+    )
+
+
+class EmbeddedMetadata:
+    """The single-node ``MetadataBackend``."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self._config = config
+        self._dir = config.log_dirs[0]
+        self._cluster_id = ""
+        self._topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._broker_configs: dict[str, str] = {}
+        self._listeners: list[TopicListener] = []
+        self._lock = asyncio.Lock()
+
+    # --- reads ---------------------------------------------------------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def controller_id(self) -> int:
+        return self._config.broker_id
+
+    def brokers(self) -> list[BrokerInfo]:
+        endpoint = self._config.advertised_listeners[0]
+        return [
+            BrokerInfo(
+                self._config.broker_id, endpoint.host, endpoint.port, self._config.broker_rack
+            )
+        ]
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return dict(self._topics)
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def broker_configs(self) -> dict[str, str]:
+        return dict(self._broker_configs)
+
+    def add_listener(self, callback: TopicListener) -> None:
+        self._listeners.append(callback)
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._load)
+        log.info(
+            "embedded metadata: cluster id %s, %d topics, in %s",
+            self._cluster_id,
+            len(self._topics),
+            self._dir,
+        )
+
+    async def stop(self) -> None:
+        """Nothing to flush: every change is persisted before it is acknowledged."""
+
+    def _load(self) -> None:
+        for d in self._config.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        stored_ids = self._read_meta_properties()
+        path = self._dir / METADATA_FILE
+        state: dict[str, Any] | None = None
+        if path.exists():
+            try:
+                state = json.loads(path.read_text(encoding="utf-8"))
+                topics = [_topic_from_json(t) for t in state["topics"]]
+                broker_configs = {str(k): str(v) for k, v in state["broker_configs"].items()}
+                cluster_id = str(state["cluster_id"])
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise MetadataStoreError(f"cannot read {path}: {e}") from e
+            self._set_topics(topics)
+            self._broker_configs = broker_configs
+            stored_ids.add(cluster_id)
+        if len(stored_ids) > 1:
+            raise MetadataStoreError(
+                f"log dirs belong to different clusters: {', '.join(sorted(stored_ids))}"
+            )
+        self._cluster_id = (
+            stored_ids.pop() if stored_ids else kafka_uuid_string(random_kafka_uuid())
+        )
+        if state is None:
+            self._persist(self._topics, self._broker_configs)
+        self._write_meta_properties()
+
+    def _read_meta_properties(self) -> set[str]:
+        cluster_ids: set[str] = set()
+        for d in self._config.log_dirs:
+            path = d / META_PROPERTIES
+            if not path.exists():
+                continue
+            props = parse_properties(path.read_text(encoding="utf-8"))
+            stored = props.get("broker.id")
+            if stored is not None and stored.strip() != str(self._config.broker_id):
+                raise ConfigError(
+                    f"Configured broker.id {self._config.broker_id} doesn't match stored "
+                    f"broker.id {stored.strip()} in {path}"
+                )
+            if props.get("cluster.id"):
+                cluster_ids.add(props["cluster.id"].strip())
+        return cluster_ids
+
+    def _write_meta_properties(self) -> None:
+        text = (
+            "# written by kbroker\n"
+            "version=0\n"
+            f"broker.id={self._config.broker_id}\n"
+            f"cluster.id={self._cluster_id}\n"
+        )
+        for d in self._config.log_dirs:
+            path = d / META_PROPERTIES
+            if not path.exists():
+                atomic_write(path, text.encode("ascii"))
+
+    def _persist(self, topics: Mapping[str, TopicInfo], broker_configs: Mapping[str, str]) -> None:
+        state = {
+            "version": FORMAT_VERSION,
+            "cluster_id": self._cluster_id,
+            "topics": [_topic_to_json(t) for t in topics.values()],
+            "broker_configs": dict(broker_configs),
+        }
+        data = json.dumps(state, indent=1, sort_keys=True).encode("utf-8")
+        atomic_write(self._dir / METADATA_FILE, data)
+
+    def _set_topics(self, topics: Sequence[TopicInfo] | Mapping[str, TopicInfo]) -> None:
+        values = topics.values() if isinstance(topics, Mapping) else topics
+        self._topics = {t.name: t for t in values}
+        self._by_id = {t.topic_id: t for t in self._topics.values()}
+
+    async def _commit(
+        self,
+        topics: dict[str, TopicInfo],
+        changed: Sequence[tuple[TopicInfo | None, str]],
+        broker_configs: dict[str, str] | None = None,
+    ) -> None:
+        """Persist first, then publish the new state, then tell the listeners."""
+        configs = self._broker_configs if broker_configs is None else broker_configs
+        await asyncio.to_thread(self._persist, topics, configs)
+        self._set_topics(topics)
+        self._broker_configs = configs
+        for info, name in changed:
+            for callback in self._listeners:
+                try:
+                    callback(info, name)
+                except Exception:
+                    log.exception("metadata listener failed for topic %s", name)
+
+    def _existing(self, name: str) -> TopicInfo:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist")
+        return topic
+
+    def _partition(self, index: int, replicas: Sequence[int]) -> PartitionInfo:
+        return PartitionInfo(
+            partition=index,
+            leader=replicas[0],
+            leader_epoch=0,
+            replicas=tuple(replicas),
+            isr=tuple(replicas),
+        )
+
+    # --- changes -------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        *,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+        configs: Mapping[str, str] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        async with self._lock:
+            validate_topic_name(name)
+            if name in self._topics:
+                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic {name!r} already exists")
+            check_collision(name, self._topics)
+            brokers = [self._config.broker_id]
+            if assignments:
+                if num_partitions != -1 or replication_factor != -1:
+                    raise KafkaError(
+                        ErrorCode.INVALID_REQUEST,
+                        "Both numPartitions or replicationFactor and replicasAssignments were "
+                        "set; only one may be used",
+                    )
+                check_assignments(assignments, brokers)
+                replicas = [assignments[i] for i in range(len(assignments))]
+            else:
+                if num_partitions == -1:
+                    num_partitions = self._config.num_partitions
+                if replication_factor == -1:
+                    replication_factor = self._config.default_replication_factor
+                if num_partitions <= 0:
+                    raise KafkaError(
+                        ErrorCode.INVALID_PARTITIONS,
+                        "Number of partitions must be larger than 0, or -1 to use the default",
+                    )
+                check_replication_factor(replication_factor, brokers)
+                replicas = [brokers[:replication_factor]] * num_partitions
+            overrides = dict(configs or {})
+            validate_topic_configs(overrides)
+            topic = TopicInfo(
+                name=name,
+                topic_id=random_kafka_uuid(),
+                partitions=tuple(self._partition(i, r) for i, r in enumerate(replicas)),
+                configs=overrides,
+                internal=name in INTERNAL_TOPICS,
+            )
+            if not validate_only:
+                topics = dict(self._topics)
+                topics[name] = topic
+                await self._commit(topics, [(topic, name)])
+            return topic
+
+    async def delete_topic(self, name: str) -> None:
+        async with self._lock:
+            self._existing(name)
+            topics = dict(self._topics)
+            del topics[name]
+            await self._commit(topics, [(None, name)])
+
+    async def create_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        async with self._lock:
+            topic = self._existing(name)
+            current = len(topic.partitions)
+            if total < current:
+                raise KafkaError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    f"Topic currently has {current} partitions, which is higher than the "
+                    f"requested {total}",
+                )
+            if total == current:
+                raise KafkaError(
+                    ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions"
+                )
+            added = total - current
+            rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+            brokers = [self._config.broker_id]
+            if assignments is not None:
+                if len(assignments) != added:
+                    raise KafkaError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Increasing the number of partitions by {added} but "
+                        f"{len(assignments)} assignments provided",
+                    )
+                for offset, replicas in enumerate(assignments):
+                    what = f"Partition {current + offset}"
+                    check_replicas(replicas, brokers, what)
+                    if len(replicas) != rf:
+                        raise KafkaError(
+                            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            f"{what}: inconsistent replication factor {len(replicas)}, the "
+                            f"topic has {rf}",
+                        )
+                new_replicas = [list(r) for r in assignments]
+            else:
+                check_replication_factor(rf, brokers)
+                new_replicas = [brokers[:rf]] * added
+            grown = TopicInfo(
+                name=topic.name,
+                topic_id=topic.topic_id,
+                partitions=topic.partitions
+                + tuple(self._partition(current + i, r) for i, r in enumerate(new_replicas)),
+                configs=dict(topic.configs),
+                internal=topic.internal,
+            )
+            if not validate_only:
+                topics = dict(self._topics)
+                topics[name] = grown
+                await self._commit(topics, [(grown, name)])
+            return grown
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        async with self._lock:
+            topic = self._existing(name)
+            validate_topic_configs(configs)
+            changed = TopicInfo(
+                name=topic.name,
+                topic_id=topic.topic_id,
+                partitions=topic.partitions,
+                configs=dict(configs),
+                internal=topic.internal,
+            )
+            topics = dict(self._topics)
+            topics[name] = changed
+            await self._commit(topics, [(changed, name)])
+            return changed
+
+    async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
+        """Replace the dynamic broker configs; every topic is reported changed, since their
+        effective configs may depend on the broker defaults."""
+        async with self._lock:
+            validate_dynamic_broker_configs(configs)
+            await self._commit(
+                dict(self._topics),
+                [(t, t.name) for t in self._topics.values()],
+                broker_configs=dict(configs),
+            )

@@ -1,0 +1,113 @@
+"""The cluster-metadata interface every backend implements (DESIGN rule 7).
+
+Handlers and the broker only talk to a ``MetadataBackend``; whether it is the embedded
+single-node backend or the ZooKeeper one is invisible to them. Failures are raised as
+``KafkaError`` with the protocol's error codes (INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
+INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG,
+INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION, ...).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+# Kafka's internal topics (Topic.INTERNAL_TOPICS).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionInfo, ...]
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+
+# Called after a topic is created, changed or deleted: (the topic, or None once deleted; name).
+TopicListener = Callable[[TopicInfo | None, str], None]
+
+
+class MetadataBackend(Protocol):
+    """Cluster metadata: brokers, topics and their partitions, topic and broker configs."""
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    def controller_id(self) -> int: ...
+
+    def brokers(self) -> list[BrokerInfo]: ...
+
+    def topics(self) -> dict[str, TopicInfo]: ...
+
+    def topic(self, name: str) -> TopicInfo | None: ...
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        *,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+        configs: Mapping[str, str] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Create a topic. -1 partitions / replication factor mean the broker defaults;
+        ``assignments`` (partition -> replica broker ids) excludes both. With ``validate_only``
+        nothing changes and the returned TopicInfo is what would have been created."""
+        ...
+
+    async def delete_topic(self, name: str) -> None: ...
+
+    async def create_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Grow ``name`` to ``total`` partitions; ``assignments`` lists the new partitions'
+        replicas in order."""
+        ...
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        """Replace the topic's config overrides."""
+        ...
+
+    def broker_configs(self) -> dict[str, str]:
+        """This broker's dynamic config overrides (KIP-226 DYNAMIC_BROKER_CONFIG)."""
+        ...
+
+    async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
+        """Replace this broker's dynamic config overrides."""
+        ...
+
+    def add_listener(self, callback: TopicListener) -> None: ...

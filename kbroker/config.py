@@ -1,0 +1,572 @@
+"""Broker configuration: Kafka property names, loading, validation, topic-config helpers.
+
+Sources, lowest precedence first (DESIGN rule 8):
+
+1. a Java ``.properties`` file (``server.properties``): ``key=value``, ``key:value`` or
+   ``key value`` lines, ``#``/``!`` comments, backslash line continuation and escapes;
+2. environment variables ``KBROKER_<NAME>``: the property name upper-cased with dots as
+   underscores (``KBROKER_LOG_DIRS`` -> ``log.dirs``); only known names are looked up, so other
+   ``KBROKER_*`` variables (test settings, for example) are left alone;
+3. ``--override key=value`` flags.
+
+Every property has a definition in ``config_defs``; an unknown name or a bad value raises
+ConfigError naming the property.
+
+Listeners are ``NAME://host:port``; NAME's security protocol comes from
+``listener.security.protocol.map`` and must be PLAINTEXT. When ``advertised.listeners`` is not
+set, the listeners are advertised, with an empty or wildcard host (``0.0.0.0``, ``::``) replaced
+by 127.0.0.1 (Kafka uses the machine's canonical host name there; loopback is the safe choice
+for a single development broker, set ``advertised.listeners`` for anything else).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from kbroker.config_defs import (
+    BROKER_DEFS,
+    BROKER_FALLBACKS,
+    NO_EFFECT_YET,
+    TOPIC_DEFS,
+    ConfigDef,
+    ConfigSource,
+    ConfigType,
+    TopicConfigDef,
+)
+from wire.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+ENV_PREFIX = "KBROKER_"
+ADVERTISED_WILDCARD_HOST = "127.0.0.1"
+
+
+class ConfigError(Exception):
+    """A property is unknown or has a bad value; the message names the property."""
+
+
+class Listener(NamedTuple):
+    name: str
+    host: str
+    port: int
+
+
+# --- loading --------------------------------------------------------------------------------
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\" or i + 1 == len(text):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
+            out.append(chr(int(text[i + 2 : i + 6], 16)))
+            i += 6
+            continue
+        out.append(_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def _logical_lines(text: str) -> Iterable[str]:
+    pending = ""
+    for physical in text.splitlines():
+        line = physical.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        yield pending + line
+        pending = ""
+    if pending:
+        yield pending
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text; later duplicates win."""
+    props: dict[str, str] = {}
+    for line in _logical_lines(text):
+        i = 0
+        while i < len(line):
+            ch = line[i]
+            if ch == "\\":
+                i += 2
+                continue
+            if ch in "=: \t\f":
+                break
+            i += 1
+        key = line[:i]
+        rest = line[i:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t\f")
+        props[_unescape(key)] = _unescape(rest)
+    return props
+
+
+def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read a properties file; an unreadable file raises ConfigError."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read properties file {path}: {e.strerror}") from e
+    return parse_properties(text)
+
+
+def env_var_name(prop: str) -> str:
+    return ENV_PREFIX + prop.upper().replace(".", "_")
+
+
+def env_properties(environ: Mapping[str, str]) -> dict[str, str]:
+    """The known properties set through ``KBROKER_<NAME>`` environment variables."""
+    found: dict[str, str] = {}
+    for name in BROKER_DEFS:
+        value = environ.get(env_var_name(name))
+        if value is not None:
+            found[name] = value
+    return found
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, str]:
+    """``key=value`` strings from ``--override`` flags."""
+    props: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override expects key=value, got {item!r}")
+        props[key.strip()] = value
+    return props
+
+
+def resolve_properties(
+    path: str | os.PathLike[str] | None,
+    environ: Mapping[str, str],
+    overrides: Sequence[str],
+) -> dict[str, str]:
+    """Merge file < environment < overrides."""
+    props = load_properties(path) if path is not None else {}
+    props.update(env_properties(environ))
+    props.update(parse_overrides(overrides))
+    return props
+
+
+# --- values ---------------------------------------------------------------------------------
+
+
+def _parse(d: ConfigDef, raw: str) -> Any:
+    try:
+        return d.parse(raw)
+    except ValueError as e:
+        raise ConfigError(f"Invalid value {raw!r} for configuration {d.name}: {e}") from None
+
+
+def _parse_protocol_map(raw: list[str]) -> dict[str, str]:
+    mapping: dict[str, str] = {}
+    for entry in raw:
+        name, sep, proto = entry.partition(":")
+        if not sep or not name.strip() or not proto.strip():
+            raise ConfigError(
+                f"Invalid value {entry!r} for configuration listener.security.protocol.map: "
+                "expected LISTENER_NAME:SECURITY_PROTOCOL"
+            )
+        mapping[name.strip().upper()] = proto.strip().upper()
+    return mapping
+
+
+_LISTENER_RE = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/\[\]]*):(\d+)$")
+
+
+def parse_listeners(prop: str, raw: list[str], protocols: Mapping[str, str]) -> list[Listener]:
+    """Parse ``NAME://host:port`` entries; only PLAINTEXT listeners are supported."""
+    listeners: list[Listener] = []
+    for entry in raw:
+        m = _LISTENER_RE.match(entry)
+        if m is None:
+            raise ConfigError(
+                f"Invalid value {entry!r} for configuration {prop}: expected NAME://host:port"
+            )
+        name, host, port = m.group(1).upper(), m.group(2), int(m.group(3))
+        if host.startswith("["):
+            host = host[1:-1]
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"Invalid value {entry!r} for configuration {prop}: bad port")
+        proto = protocols.get(name)
+        if proto is None:
+            raise ConfigError(
+                f"Invalid value {entry!r} for configuration {prop}: listener name {name} has no "
+                "entry in listener.security.protocol.map"
+            )
+        if proto != "PLAINTEXT":
+            raise ConfigError(
+                f"Invalid value {entry!r} for configuration {prop}: security protocol {proto} "
+                "is not supported yet (SSL and SASL are not supported yet; use PLAINTEXT)"
+            )
+        if any(existing.name == name for existing in listeners):
+            raise ConfigError(f"Invalid value for configuration {prop}: listener {name} repeated")
+        if any(existing.port == port and port != 0 for existing in listeners):
+            raise ConfigError(f"Invalid value for configuration {prop}: port {port} repeated")
+        listeners.append(Listener(name, host, port))
+    if not listeners:
+        raise ConfigError(f"Invalid value for configuration {prop}: no listener given")
+    return listeners
+
+
+def _advertise(listener: Listener) -> Listener:
+    if listener.host in ("", "0.0.0.0", "::"):
+        return listener._replace(host=ADVERTISED_WILDCARD_HOST)
+    return listener
+
+
+# --- the broker configuration ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Typed broker configuration. ``props`` holds the properties given explicitly (as strings);
+    ``get(name)`` returns any property's parsed value, default included."""
+
+    props: Mapping[str, str]
+    values: Mapping[str, Any] = field(repr=False)
+    broker_id: int
+    broker_rack: str | None
+    listeners: list[Listener]
+    advertised_listeners: list[Listener]
+    inter_broker_listener_name: str
+    log_dirs: list[Path]
+    num_partitions: int
+    default_replication_factor: int
+    min_insync_replicas: int
+    auto_create_topics_enable: bool
+    delete_topic_enable: bool
+    message_max_bytes: int
+    zookeeper_connect: str | None
+    zookeeper_connection_timeout_ms: int
+    zookeeper_session_timeout_ms: int
+    socket_request_max_bytes: int
+    socket_send_buffer_bytes: int
+    socket_receive_buffer_bytes: int
+    queued_max_requests: int
+    log_retention_check_interval_ms: int
+    log_flush_scheduler_interval_ms: int
+    metrics_port: int | None
+    offsets_topic_num_partitions: int
+    offsets_topic_replication_factor: int
+    transaction_state_log_num_partitions: int
+    transaction_state_log_replication_factor: int
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    unclean_leader_election_enable: bool
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
+        """Validate and type ``props`` (unknown name or bad value -> ConfigError)."""
+        unknown = sorted(name for name in props if name not in BROKER_DEFS)
+        if unknown:
+            raise ConfigError(f"Unknown configuration property {unknown[0]!r}")
+        values: dict[str, Any] = {}
+        for name, d in BROKER_DEFS.items():
+            raw = props.get(name, d.default)
+            values[name] = None if raw is None else _parse(d, raw)
+
+        protocols = _parse_protocol_map(values["listener.security.protocol.map"])
+        listeners = parse_listeners("listeners", values["listeners"], protocols)
+        if values["advertised.listeners"] is None:
+            advertised = [_advertise(lst) for lst in listeners]
+        else:
+            advertised = parse_listeners(
+                "advertised.listeners", values["advertised.listeners"], protocols
+            )
+            for lst in advertised:
+                if lst.host in ("0.0.0.0", "::"):
+                    raise ConfigError(
+                        "Invalid value for configuration advertised.listeners: cannot advertise "
+                        f"the non-routable address {lst.host!r}"
+                    )
+            advertised = [_advertise(lst) for lst in advertised]
+        inter = values["inter.broker.listener.name"]
+        if inter is not None:
+            inter = inter.upper()
+            if all(lst.name != inter for lst in advertised):
+                raise ConfigError(
+                    f"Invalid value {inter!r} for configuration inter.broker.listener.name: "
+                    "not a listener name in advertised.listeners"
+                )
+        else:
+            # Kafka derives it from security.inter.broker.protocol; we fall back to the first
+            # listener when there is no listener of that name, to keep single-broker setups easy.
+            wanted = values["security.inter.broker.protocol"]
+            names = [lst.name for lst in advertised]
+            inter = wanted if wanted in names else names[0]
+
+        dirs = values["log.dirs"] if values["log.dirs"] is not None else values["log.dir"]
+        if not dirs:
+            raise ConfigError("Invalid value for configuration log.dirs: no directory given")
+
+        broker_id = values["broker.id"]
+        if broker_id == -1:
+            if values["zookeeper.connect"] is not None:
+                raise ConfigError(
+                    "Invalid value -1 for configuration broker.id: broker id generation through "
+                    "ZooKeeper is not supported yet, set broker.id"
+                )
+            broker_id = 0
+
+        if values["default.replication.factor"] > 32767:
+            raise ConfigError(
+                "Invalid value for configuration default.replication.factor: at most 32767"
+            )
+        session_timeout = values["zookeeper.session.timeout.ms"]
+        connection_timeout = values["zookeeper.connection.timeout.ms"]
+        return cls(
+            props={name: value.strip() for name, value in props.items()},
+            values=values,
+            broker_id=broker_id,
+            broker_rack=values["broker.rack"],
+            listeners=listeners,
+            advertised_listeners=advertised,
+            inter_broker_listener_name=inter,
+            log_dirs=[Path(d) for d in dirs],
+            num_partitions=values["num.partitions"],
+            default_replication_factor=values["default.replication.factor"],
+            min_insync_replicas=values["min.insync.replicas"],
+            auto_create_topics_enable=values["auto.create.topics.enable"],
+            delete_topic_enable=values["delete.topic.enable"],
+            message_max_bytes=values["message.max.bytes"],
+            zookeeper_connect=values["zookeeper.connect"],
+            # Kafka: the connection timeout defaults to the session timeout.
+            zookeeper_connection_timeout_ms=(
+                session_timeout if connection_timeout is None else connection_timeout
+            ),
+            zookeeper_session_timeout_ms=session_timeout,
+            socket_request_max_bytes=values["socket.request.max.bytes"],
+            socket_send_buffer_bytes=values["socket.send.buffer.bytes"],
+            socket_receive_buffer_bytes=values["socket.receive.buffer.bytes"],
+            queued_max_requests=values["queued.max.requests"],
+            log_retention_check_interval_ms=values["log.retention.check.interval.ms"],
+            log_flush_scheduler_interval_ms=values["log.flush.scheduler.interval.ms"],
+            metrics_port=values["metrics.port"],
+            offsets_topic_num_partitions=values["offsets.topic.num.partitions"],
+            offsets_topic_replication_factor=values["offsets.topic.replication.factor"],
+            transaction_state_log_num_partitions=values["transaction.state.log.num.partitions"],
+            transaction_state_log_replication_factor=values[
+                "transaction.state.log.replication.factor"
+            ],
+            group_initial_rebalance_delay_ms=values["group.initial.rebalance.delay.ms"],
+            group_min_session_timeout_ms=values["group.min.session.timeout.ms"],
+            group_max_session_timeout_ms=values["group.max.session.timeout.ms"],
+            unclean_leader_election_enable=values["unclean.leader.election.enable"],
+        )
+
+    def get(self, name: str) -> Any:
+        """The parsed value of any broker property (default included); KeyError if unknown."""
+        return self.values[name]
+
+    def no_effect_properties(self) -> list[str]:
+        """Explicitly set properties that are accepted but not acted on yet."""
+        return sorted(name for name in self.props if name in NO_EFFECT_YET)
+
+    def log_no_effect(self, logger: logging.Logger = log) -> None:
+        names = self.no_effect_properties()
+        if names:
+            logger.info("properties accepted, no effect yet: %s", ", ".join(names))
+
+    def topic_defaults(self, dynamic: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Topic-level config names -> the broker's default for them (``dynamic``: dynamic broker
+        configs, which win over static properties)."""
+        return {name: _topic_default(t, self, dynamic or {})[0] for name, t in TOPIC_DEFS.items()}
+
+
+# --- topic configs --------------------------------------------------------------------------
+
+
+def _broker_value(
+    name: str, broker: BrokerConfig, dynamic: Mapping[str, str]
+) -> tuple[str | None, ConfigSource]:
+    if name in dynamic:
+        return dynamic[name], ConfigSource.DYNAMIC_BROKER_CONFIG
+    if name in broker.props:
+        return broker.props[name], ConfigSource.STATIC_BROKER_CONFIG
+    return BROKER_DEFS[name].default, ConfigSource.DEFAULT_CONFIG
+
+
+def _topic_default(
+    t: TopicConfigDef, broker: BrokerConfig, dynamic: Mapping[str, str]
+) -> tuple[str, ConfigSource]:
+    """The first synonym (by priority) with a value wins, converted to the topic's unit."""
+    for syn in t.synonyms:
+        raw, source = _broker_value(syn.name, broker, dynamic)
+        if raw is None:
+            continue
+        if syn.factor != 1:
+            number = int(raw)
+            raw = str(-1 if number < 0 else number * syn.factor)
+        return raw, source
+    assert t.definition.default is not None, t.name
+    return t.definition.default, ConfigSource.DEFAULT_CONFIG
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
+    """Raise KafkaError(INVALID_CONFIG) naming the first unknown name or bad value."""
+    for name, value in configs.items():
+        t = TOPIC_DEFS.get(name)
+        if t is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        if value is None:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config {name}"
+            )
+        try:
+            t.definition.parse(value)
+        except ValueError as e:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, f"Invalid value {value!r} for topic config {name}: {e}"
+            ) from None
+
+
+def effective_topic_config(
+    overrides: Mapping[str, str],
+    broker: BrokerConfig,
+    dynamic: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Every topic config: the topic's override, else the (dynamic, static) broker default."""
+    merged = broker.topic_defaults(dynamic)
+    merged.update(overrides)
+    return merged
+
+
+# --- dynamic broker configs -----------------------------------------------------------------
+
+
+def validate_dynamic_broker_configs(configs: Mapping[str, str | None]) -> None:
+    """Raise KafkaError(INVALID_REQUEST) unless every name may change at run time and every
+    value is valid (Kafka answers INVALID_REQUEST for broker resources)."""
+    for name, value in configs.items():
+        d = BROKER_DEFS.get(name)
+        if d is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown broker config name: {name}")
+        if not d.dynamic:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {name}"
+            )
+        if value is None:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"Null value not supported for broker config {name}"
+            )
+        try:
+            d.parse(value)
+        except ValueError as e:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                f"Invalid value {value!r} for broker config {name}: {e}",
+            ) from None
+
+
+# --- DescribeConfigs views ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One config as DescribeConfigs / CreateTopics v5+ report it."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    sensitive: bool
+    type: ConfigType
+    synonyms: tuple[ConfigSynonym, ...]
+
+
+def _broker_synonyms(
+    name: str, broker: BrokerConfig, dynamic: Mapping[str, str]
+) -> list[ConfigSynonym]:
+    out: list[ConfigSynonym] = []
+    if name in dynamic:
+        out.append(ConfigSynonym(name, dynamic[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
+    if name in broker.props:
+        out.append(ConfigSynonym(name, broker.props[name], ConfigSource.STATIC_BROKER_CONFIG))
+    default = BROKER_DEFS[name].default
+    if default is not None:
+        out.append(ConfigSynonym(name, default, ConfigSource.DEFAULT_CONFIG))
+    return out
+
+
+def describe_topic_configs(
+    overrides: Mapping[str, str],
+    broker: BrokerConfig,
+    dynamic: Mapping[str, str] | None = None,
+) -> list[ConfigEntry]:
+    """Every topic config with its value, source and synonyms (topic override first, then the
+    broker properties that supply the default, in priority order)."""
+    dyn = dynamic or {}
+    entries: list[ConfigEntry] = []
+    for name, t in sorted(TOPIC_DEFS.items()):
+        synonyms: list[ConfigSynonym] = []
+        if name in overrides:
+            synonyms.append(ConfigSynonym(name, overrides[name], ConfigSource.TOPIC_CONFIG))
+        for syn in t.synonyms:
+            synonyms.extend(_broker_synonyms(syn.name, broker, dyn))
+        if name in overrides:
+            value, source = overrides[name], ConfigSource.TOPIC_CONFIG
+        else:
+            value, source = _topic_default(t, broker, dyn)
+        d = t.definition
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=None if d.sensitive else value,
+                source=source,
+                read_only=False,
+                sensitive=d.sensitive,
+                type=d.type,
+                synonyms=tuple(synonyms),
+            )
+        )
+    return entries
+
+
+def describe_broker_configs(
+    broker: BrokerConfig, dynamic: Mapping[str, str] | None = None
+) -> list[ConfigEntry]:
+    """Every broker property; only the dynamic ones are not read-only."""
+    dyn = dynamic or {}
+    entries: list[ConfigEntry] = []
+    for name, d in sorted(BROKER_DEFS.items()):
+        value, source = _broker_value(name, broker, dyn)
+        synonyms: list[ConfigSynonym] = []
+        for syn_name in BROKER_FALLBACKS.get(name, (name,)):
+            synonyms.extend(_broker_synonyms(syn_name, broker, dyn))
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=None if d.sensitive else value,
+                source=source,
+                read_only=not d.dynamic,
+                sensitive=d.sensitive,
+                type=d.type,
+                synonyms=tuple(synonyms),
+            )
+        )
+    return entries

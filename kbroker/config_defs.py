@@ -1,0 +1,513 @@
+"""Definitions of the configuration properties kbroker accepts.
+
+Two tables, both keyed by Kafka's own property names:
+
+- ``BROKER_DEFS``: broker properties (what a stock Kafka ``server.properties`` may contain,
+  plus ``metrics.port`` which is ours).
+- ``TOPIC_DEFS``: topic-level configs (CreateTopics / AlterConfigs), each naming the broker
+  properties that supply its default, in Kafka's priority order (e.g. ``retention.ms`` comes
+  from ``log.retention.ms``, then ``log.retention.minutes``, then ``log.retention.hours``).
+
+Defaults are kept as the strings Kafka would report for them (``None`` for "no value"), so
+DescribeConfigs can show them unchanged. Types and their wire codes follow KIP-569; config
+sources follow KIP-226 (``DescribeConfigsResponse`` ``ConfigSource``).
+
+``NO_EFFECT_YET`` lists the broker properties that are accepted but not acted on yet; the broker
+logs the ones that were set at start-up. Remove a name from it when the feature lands.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+class ConfigType(enum.IntEnum):
+    """Config value types with the codes DescribeConfigs v3+ sends (KIP-569)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a config value comes from (KIP-226 codes, DescribeConfigs v1+)."""
+
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+_BOUNDS: dict[ConfigType, tuple[int, int]] = {
+    ConfigType.SHORT: (-(2**15), 2**15 - 1),
+    ConfigType.INT: (-(2**31), INT32_MAX),
+    ConfigType.LONG: (-(2**63), INT64_MAX),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    """One property: its type, default and valid values.
+
+    ``choices`` restricts a STRING value, or each element of a LIST value.
+    ``dynamic`` marks broker properties that may be changed at run time through
+    AlterConfigs / IncrementalAlterConfigs on a BROKER resource.
+    """
+
+    name: str
+    type: ConfigType
+    default: str | None
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] | None = None
+    dynamic: bool = False
+
+    @property
+    def sensitive(self) -> bool:
+        return self.type is ConfigType.PASSWORD
+
+    def parse(self, raw: str) -> object:
+        """Parse and check ``raw``; ValueError's message does not repeat the name."""
+        text = raw.strip()
+        if self.type is ConfigType.BOOLEAN:
+            lowered = text.lower()
+            if lowered not in ("true", "false"):
+                raise ValueError(f"expected true or false, got {raw!r}")
+            return lowered == "true"
+        if self.type in _BOUNDS:
+            try:
+                number = int(text)
+            except ValueError:
+                raise ValueError(f"expected an integer, got {raw!r}") from None
+            low, high = _BOUNDS[self.type]
+            if not low <= number <= high:
+                raise ValueError(f"{number} does not fit in a {self.type.name.lower()}")
+            self._check_range(number)
+            return number
+        if self.type is ConfigType.DOUBLE:
+            try:
+                real = float(text)
+            except ValueError:
+                raise ValueError(f"expected a number, got {raw!r}") from None
+            if math.isnan(real):
+                raise ValueError("NaN is not a valid value")
+            self._check_range(real)
+            return real
+        if self.type is ConfigType.LIST:
+            items = [item.strip() for item in text.split(",") if item.strip()]
+            if self.choices is not None:
+                for item in items:
+                    self._check_choice(item)
+            return items
+        if self.choices is not None:
+            self._check_choice(text)
+        return text
+
+    def _check_range(self, value: float) -> None:
+        if self.min is not None and value < self.min:
+            raise ValueError(f"value {value} must be at least {_num(self.min)}")
+        if self.max is not None and value > self.max:
+            raise ValueError(f"value {value} must be at most {_num(self.max)}")
+
+    def _check_choice(self, value: str) -> None:
+        assert self.choices is not None
+        if value not in self.choices:
+            raise ValueError(f"{value!r} is not one of {', '.join(self.choices)}")
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
+    table: dict[str, ConfigDef] = {}
+    for d in defs:
+        assert d.name not in table, d.name
+        table[d.name] = d
+    return table
+
+
+BOOL, STR, INT, SHORT, LONG, DBL, LIST, CLASS = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.SHORT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+    ConfigType.CLASS,
+)
+
+CLEANUP_POLICIES = ("compact", "delete")
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+MAX_LONG = str(INT64_MAX)
+
+BROKER_DEFS: dict[str, ConfigDef] = _defs(
+    # Server basics.
+    ConfigDef("broker.id", INT, "-1", min=-1),
+    ConfigDef("broker.id.generation.enable", BOOL, "true"),
+    ConfigDef("reserved.broker.max.id", INT, "1000", min=0),
+    ConfigDef("broker.rack", STR, None),
+    ConfigDef("metrics.port", INT, None, min=0, max=65535),
+    ConfigDef("background.threads", INT, "10", min=1),
+    ConfigDef("num.network.threads", INT, "3", min=1),
+    ConfigDef("num.io.threads", INT, "8", min=1),
+    ConfigDef("queued.max.requests", INT, "500", min=1),
+    ConfigDef("queued.max.request.bytes", LONG, "-1"),
+    ConfigDef("inter.broker.protocol.version", STR, None),
+    ConfigDef("create.topic.policy.class.name", CLASS, None),
+    ConfigDef("alter.config.policy.class.name", CLASS, None),
+    ConfigDef("authorizer.class.name", STR, ""),
+    ConfigDef("metric.reporters", LIST, ""),
+    ConfigDef("metrics.num.samples", INT, "2", min=1),
+    ConfigDef("metrics.sample.window.ms", LONG, "30000", min=1),
+    ConfigDef("metrics.recording.level", STR, "INFO", choices=("INFO", "DEBUG", "TRACE")),
+    ConfigDef("kafka.metrics.reporters", LIST, ""),
+    # ZooKeeper.
+    ConfigDef("zookeeper.connect", STR, None),
+    ConfigDef("zookeeper.connection.timeout.ms", INT, None, min=1),
+    ConfigDef("zookeeper.session.timeout.ms", INT, "18000", min=1),
+    ConfigDef("zookeeper.max.in.flight.requests", INT, "10", min=1),
+    ConfigDef("zookeeper.set.acl", BOOL, "false"),
+    # Network.
+    ConfigDef("listeners", LIST, "PLAINTEXT://:9092"),
+    ConfigDef("advertised.listeners", LIST, None),
+    ConfigDef(
+        "listener.security.protocol.map",
+        LIST,
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+    ),
+    ConfigDef("inter.broker.listener.name", STR, None),
+    ConfigDef("security.inter.broker.protocol", STR, "PLAINTEXT", choices=SECURITY_PROTOCOLS),
+    ConfigDef("socket.send.buffer.bytes", INT, "102400"),
+    ConfigDef("socket.receive.buffer.bytes", INT, "102400"),
+    ConfigDef("socket.request.max.bytes", INT, "104857600", min=1),
+    ConfigDef("socket.listen.backlog.size", INT, "50", min=1),
+    ConfigDef("max.connections", INT, str(INT32_MAX), min=0),
+    ConfigDef("max.connections.per.ip", INT, str(INT32_MAX), min=0),
+    ConfigDef("max.connections.per.ip.overrides", STR, ""),
+    ConfigDef("connections.max.idle.ms", LONG, "600000"),
+    # Log basics.
+    ConfigDef("log.dirs", LIST, None),
+    ConfigDef("log.dir", LIST, "/tmp/kafka-logs"),
+    ConfigDef("num.partitions", INT, "1", min=1),
+    ConfigDef("default.replication.factor", INT, "1", min=1),
+    ConfigDef("num.recovery.threads.per.data.dir", INT, "1", min=1),
+    ConfigDef("auto.create.topics.enable", BOOL, "true"),
+    ConfigDef("delete.topic.enable", BOOL, "true"),
+    ConfigDef("log.segment.bytes", INT, "1073741824", min=14, dynamic=True),
+    ConfigDef("log.roll.ms", LONG, None, min=1, dynamic=True),
+    ConfigDef("log.roll.hours", INT, "168", min=1),
+    ConfigDef("log.roll.jitter.ms", LONG, None, min=0, dynamic=True),
+    ConfigDef("log.roll.jitter.hours", INT, "0", min=0),
+    ConfigDef("log.retention.ms", LONG, None, min=-1, dynamic=True),
+    ConfigDef("log.retention.minutes", INT, None, min=-1),
+    ConfigDef("log.retention.hours", INT, "168", min=-1),
+    ConfigDef("log.retention.bytes", LONG, "-1", dynamic=True),
+    ConfigDef("log.retention.check.interval.ms", LONG, "300000", min=1),
+    ConfigDef("log.cleanup.policy", LIST, "delete", choices=CLEANUP_POLICIES, dynamic=True),
+    ConfigDef("log.index.interval.bytes", INT, "4096", min=0, dynamic=True),
+    ConfigDef("log.index.size.max.bytes", INT, "10485760", min=4, dynamic=True),
+    ConfigDef("log.flush.interval.messages", LONG, MAX_LONG, min=1, dynamic=True),
+    ConfigDef("log.flush.interval.ms", LONG, None, min=0, dynamic=True),
+    ConfigDef("log.flush.scheduler.interval.ms", LONG, MAX_LONG, min=0),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", INT, "60000", min=0),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", INT, "60000", min=0),
+    ConfigDef("log.segment.delete.delay.ms", LONG, "60000", min=0, dynamic=True),
+    ConfigDef("log.preallocate", BOOL, "false", dynamic=True),
+    ConfigDef("log.message.format.version", STR, "3.0-IV1"),
+    ConfigDef(
+        "log.message.timestamp.type", STR, "CreateTime", choices=TIMESTAMP_TYPES, dynamic=True
+    ),
+    ConfigDef("log.message.timestamp.difference.max.ms", LONG, MAX_LONG, min=0, dynamic=True),
+    ConfigDef("log.message.timestamp.before.max.ms", LONG, MAX_LONG, min=0, dynamic=True),
+    ConfigDef("log.message.timestamp.after.max.ms", LONG, MAX_LONG, min=0, dynamic=True),
+    ConfigDef("log.message.downconversion.enable", BOOL, "true", dynamic=True),
+    ConfigDef("message.max.bytes", INT, "1048588", min=0, dynamic=True),
+    ConfigDef("compression.type", STR, "producer", choices=COMPRESSION_TYPES, dynamic=True),
+    ConfigDef("compression.gzip.level", INT, "-1", min=-1, max=9),
+    ConfigDef("compression.lz4.level", INT, "9", min=1, max=17),
+    ConfigDef("compression.zstd.level", INT, "3", min=-131072, max=22),
+    ConfigDef("min.insync.replicas", INT, "1", min=1, dynamic=True),
+    ConfigDef("unclean.leader.election.enable", BOOL, "false", dynamic=True),
+    # Log cleaner.
+    ConfigDef("log.cleaner.enable", BOOL, "true"),
+    ConfigDef("log.cleaner.threads", INT, "1", min=0),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", DBL, "1.7976931348623157E308"),
+    ConfigDef("log.cleaner.dedupe.buffer.size", LONG, "134217728"),
+    ConfigDef("log.cleaner.io.buffer.size", INT, "524288", min=0),
+    ConfigDef("log.cleaner.io.buffer.load.factor", DBL, "0.9"),
+    ConfigDef("log.cleaner.backoff.ms", LONG, "15000", min=0),
+    ConfigDef("log.cleaner.min.cleanable.ratio", DBL, "0.5", min=0, max=1, dynamic=True),
+    ConfigDef("log.cleaner.delete.retention.ms", LONG, "86400000", min=0, dynamic=True),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", LONG, "0", min=0, dynamic=True),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", LONG, MAX_LONG, min=1, dynamic=True),
+    # Leadership and shutdown.
+    ConfigDef("auto.leader.rebalance.enable", BOOL, "true"),
+    ConfigDef("leader.imbalance.per.broker.percentage", INT, "10"),
+    ConfigDef("leader.imbalance.check.interval.seconds", LONG, "300", min=1),
+    ConfigDef("controlled.shutdown.enable", BOOL, "true"),
+    ConfigDef("controlled.shutdown.max.retries", INT, "3"),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", LONG, "5000"),
+    ConfigDef("controller.socket.timeout.ms", INT, "30000"),
+    # Replication.
+    ConfigDef("replica.lag.time.max.ms", LONG, "30000", min=1),
+    ConfigDef("replica.socket.timeout.ms", INT, "30000"),
+    ConfigDef("replica.socket.receive.buffer.bytes", INT, "65536"),
+    ConfigDef("replica.fetch.max.bytes", INT, "1048576", min=0),
+    ConfigDef("replica.fetch.wait.max.ms", INT, "500", min=0),
+    ConfigDef("replica.fetch.min.bytes", INT, "1", min=1),
+    ConfigDef("replica.fetch.response.max.bytes", INT, "10485760", min=0),
+    ConfigDef("replica.fetch.backoff.ms", INT, "1000", min=0),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", LONG, "5000", min=1),
+    ConfigDef("replica.selector.class", STR, None),
+    ConfigDef("num.replica.fetchers", INT, "1", min=1),
+    ConfigDef("num.replica.alter.log.dirs.threads", INT, None),
+    ConfigDef("fetch.max.bytes", INT, "57671680", min=1024),
+    ConfigDef("fetch.purgatory.purge.interval.requests", INT, "1000"),
+    ConfigDef("producer.purgatory.purge.interval.requests", INT, "1000"),
+    ConfigDef("delete.records.purgatory.purge.interval.requests", INT, "1"),
+    ConfigDef("max.incremental.fetch.session.cache.slots", INT, "1000", min=0),
+    # Group coordinator.
+    ConfigDef("group.initial.rebalance.delay.ms", INT, "3000", min=0),
+    ConfigDef("group.min.session.timeout.ms", INT, "6000", min=0),
+    ConfigDef("group.max.session.timeout.ms", INT, "1800000", min=0),
+    ConfigDef("group.max.size", INT, str(INT32_MAX), min=1),
+    ConfigDef(
+        "group.coordinator.rebalance.protocols", LIST, "classic", choices=("classic", "consumer")
+    ),
+    ConfigDef("group.consumer.session.timeout.ms", INT, "45000", min=1),
+    ConfigDef("group.consumer.heartbeat.interval.ms", INT, "5000", min=1),
+    ConfigDef("group.consumer.max.size", INT, str(INT32_MAX), min=1),
+    # Offsets topic.
+    ConfigDef("offsets.topic.replication.factor", SHORT, "3", min=1),
+    ConfigDef("offsets.topic.num.partitions", INT, "50", min=1),
+    ConfigDef("offsets.topic.segment.bytes", INT, "104857600", min=1),
+    ConfigDef("offsets.topic.compression.codec", INT, "0", min=0, max=4),
+    ConfigDef("offsets.load.buffer.size", INT, "5242880", min=1),
+    ConfigDef("offsets.retention.minutes", INT, "10080", min=1),
+    ConfigDef("offsets.retention.check.interval.ms", LONG, "600000", min=1),
+    ConfigDef("offsets.commit.timeout.ms", INT, "5000", min=1),
+    ConfigDef("offsets.commit.required.acks", SHORT, "-1"),
+    ConfigDef("offset.metadata.max.bytes", INT, "4096"),
+    # Transactions and producer ids.
+    ConfigDef("transaction.state.log.replication.factor", SHORT, "3", min=1),
+    ConfigDef("transaction.state.log.min.isr", INT, "2", min=1),
+    ConfigDef("transaction.state.log.num.partitions", INT, "50", min=1),
+    ConfigDef("transaction.state.log.segment.bytes", INT, "104857600", min=1),
+    ConfigDef("transaction.state.log.load.buffer.size", INT, "5242880", min=1),
+    ConfigDef("transactional.id.expiration.ms", INT, "604800000", min=1),
+    ConfigDef("transaction.max.timeout.ms", INT, "900000", min=1),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, "10000", min=1),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", INT, "3600000", min=1),
+    ConfigDef("transaction.partition.verification.enable", BOOL, "true"),
+    ConfigDef("producer.id.expiration.ms", INT, "86400000", min=1),
+    ConfigDef("producer.id.expiration.check.interval.ms", INT, "600000", min=1),
+)
+
+# Accepted so that a stock server.properties loads, but nothing reads them yet.
+NO_EFFECT_YET: frozenset[str] = frozenset(
+    {
+        "broker.id.generation.enable",
+        "reserved.broker.max.id",
+        "background.threads",
+        "num.network.threads",
+        "num.io.threads",
+        "num.recovery.threads.per.data.dir",
+        "queued.max.request.bytes",
+        "inter.broker.protocol.version",
+        "create.topic.policy.class.name",
+        "alter.config.policy.class.name",
+        "authorizer.class.name",
+        "metric.reporters",
+        "metrics.num.samples",
+        "metrics.sample.window.ms",
+        "metrics.recording.level",
+        "kafka.metrics.reporters",
+        "zookeeper.max.in.flight.requests",
+        "zookeeper.set.acl",
+        "socket.listen.backlog.size",
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        "connections.max.idle.ms",
+        "log.flush.offset.checkpoint.interval.ms",
+        "log.flush.start.offset.checkpoint.interval.ms",
+        "log.preallocate",
+        "log.message.format.version",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
+        "log.cleaner.threads",
+        "log.cleaner.io.max.bytes.per.second",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.size",
+        "log.cleaner.io.buffer.load.factor",
+        "log.cleaner.backoff.ms",
+        "auto.leader.rebalance.enable",
+        "leader.imbalance.per.broker.percentage",
+        "leader.imbalance.check.interval.seconds",
+        "controlled.shutdown.enable",
+        "controlled.shutdown.max.retries",
+        "controlled.shutdown.retry.backoff.ms",
+        "controller.socket.timeout.ms",
+        "replica.socket.receive.buffer.bytes",
+        "replica.selector.class",
+        "num.replica.alter.log.dirs.threads",
+        "fetch.purgatory.purge.interval.requests",
+        "producer.purgatory.purge.interval.requests",
+        "delete.records.purgatory.purge.interval.requests",
+        "group.coordinator.rebalance.protocols",
+        "group.consumer.session.timeout.ms",
+        "group.consumer.heartbeat.interval.ms",
+        "group.consumer.max.size",
+        "offsets.topic.compression.codec",
+        "offsets.load.buffer.size",
+        "offsets.commit.required.acks",
+        "transaction.state.log.load.buffer.size",
+        "transaction.partition.verification.enable",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSynonym:
+    """A broker property supplying a topic config's default; its value is multiplied by
+    ``factor`` (e.g. hours -> milliseconds)."""
+
+    name: str
+    factor: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigDef:
+    """A topic-level config and the broker properties that supply its default, by priority."""
+
+    definition: ConfigDef
+    synonyms: tuple[BrokerSynonym, ...]
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+
+HOUR_MS = 3_600_000
+MINUTE_MS = 60_000
+
+
+def _topic(d: ConfigDef, *synonyms: BrokerSynonym | str) -> TopicConfigDef:
+    syns = tuple(BrokerSynonym(s) if isinstance(s, str) else s for s in synonyms)
+    for s in syns:
+        assert s.name in BROKER_DEFS, s.name
+    return TopicConfigDef(d, syns)
+
+
+def _topic_defs(*defs: TopicConfigDef) -> dict[str, TopicConfigDef]:
+    return {d.name: d for d in defs}
+
+
+TOPIC_DEFS: dict[str, TopicConfigDef] = _topic_defs(
+    _topic(
+        ConfigDef("cleanup.policy", LIST, "delete", choices=CLEANUP_POLICIES), "log.cleanup.policy"
+    ),
+    _topic(
+        ConfigDef("compression.type", STR, "producer", choices=COMPRESSION_TYPES),
+        "compression.type",
+    ),
+    _topic(
+        ConfigDef("delete.retention.ms", LONG, "86400000", min=0), "log.cleaner.delete.retention.ms"
+    ),
+    _topic(ConfigDef("file.delete.delay.ms", LONG, "60000", min=0), "log.segment.delete.delay.ms"),
+    _topic(ConfigDef("flush.messages", LONG, MAX_LONG, min=1), "log.flush.interval.messages"),
+    _topic(
+        ConfigDef("flush.ms", LONG, MAX_LONG, min=0),
+        "log.flush.interval.ms",
+        "log.flush.scheduler.interval.ms",
+    ),
+    _topic(ConfigDef("index.interval.bytes", INT, "4096", min=0), "log.index.interval.bytes"),
+    _topic(
+        ConfigDef("max.compaction.lag.ms", LONG, MAX_LONG, min=1),
+        "log.cleaner.max.compaction.lag.ms",
+    ),
+    _topic(ConfigDef("max.message.bytes", INT, "1048588", min=0), "message.max.bytes"),
+    _topic(
+        ConfigDef("message.downconversion.enable", BOOL, "true"),
+        "log.message.downconversion.enable",
+    ),
+    _topic(
+        ConfigDef("message.timestamp.type", STR, "CreateTime", choices=TIMESTAMP_TYPES),
+        "log.message.timestamp.type",
+    ),
+    _topic(
+        ConfigDef("message.timestamp.difference.max.ms", LONG, MAX_LONG, min=0),
+        "log.message.timestamp.difference.max.ms",
+    ),
+    # KIP-937: separate bounds for timestamps in the past and in the future.
+    _topic(
+        ConfigDef("message.timestamp.before.max.ms", LONG, MAX_LONG, min=0),
+        "log.message.timestamp.before.max.ms",
+    ),
+    _topic(
+        ConfigDef("message.timestamp.after.max.ms", LONG, MAX_LONG, min=0),
+        "log.message.timestamp.after.max.ms",
+    ),
+    _topic(
+        ConfigDef("min.cleanable.dirty.ratio", DBL, "0.5", min=0, max=1),
+        "log.cleaner.min.cleanable.ratio",
+    ),
+    _topic(
+        ConfigDef("min.compaction.lag.ms", LONG, "0", min=0), "log.cleaner.min.compaction.lag.ms"
+    ),
+    _topic(ConfigDef("min.insync.replicas", INT, "1", min=1), "min.insync.replicas"),
+    _topic(ConfigDef("preallocate", BOOL, "false"), "log.preallocate"),
+    _topic(ConfigDef("retention.bytes", LONG, "-1"), "log.retention.bytes"),
+    _topic(
+        ConfigDef("retention.ms", LONG, "604800000", min=-1),
+        "log.retention.ms",
+        BrokerSynonym("log.retention.minutes", MINUTE_MS),
+        BrokerSynonym("log.retention.hours", HOUR_MS),
+    ),
+    _topic(ConfigDef("segment.bytes", INT, "1073741824", min=14), "log.segment.bytes"),
+    _topic(ConfigDef("segment.index.bytes", INT, "10485760", min=4), "log.index.size.max.bytes"),
+    _topic(
+        ConfigDef("segment.jitter.ms", LONG, "0", min=0),
+        "log.roll.jitter.ms",
+        BrokerSynonym("log.roll.jitter.hours", HOUR_MS),
+    ),
+    _topic(
+        ConfigDef("segment.ms", LONG, "604800000", min=1),
+        "log.roll.ms",
+        BrokerSynonym("log.roll.hours", HOUR_MS),
+    ),
+    _topic(
+        ConfigDef("unclean.leader.election.enable", BOOL, "false"), "unclean.leader.election.enable"
+    ),
+)
+
+# Broker properties that fall back to another one when unset (Kafka's synonyms on the broker
+# side, highest priority first), used for DescribeConfigs synonyms of BROKER resources.
+BROKER_FALLBACKS: dict[str, tuple[str, ...]] = {
+    "log.dirs": ("log.dirs", "log.dir"),
+    "log.dir": ("log.dirs", "log.dir"),
+}
+for _t in TOPIC_DEFS.values():
+    if len(_t.synonyms) > 1:
+        for _s in _t.synonyms:
+            BROKER_FALLBACKS[_s.name] = tuple(s.name for s in _t.synonyms)

@@ -1,0 +1,118 @@
+"""DescribeCluster and DescribeLogDirs.
+
+DescribeCluster lists the brokers from the metadata backend. Only the BROKER endpoint type
+(1) is served: a broker asked for controller endpoints (KIP-919, type 2) answers
+UNSUPPORTED_ENDPOINT_TYPE as Kafka brokers do. Without an authorizer every cluster operation
+is allowed, so a request for the authorized operations gets all the cluster ones (KIP-430);
+otherwise the field keeps its "not requested" value.
+
+DescribeLogDirs reports every log dir with the partitions it holds, their size on disk, offset
+lag 0 (there are no future replicas) and, from v4, the file system's total and usable bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from wire.errors import ErrorCode
+from wire.messages.describe_cluster_request import DescribeClusterRequest
+from wire.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
+from wire.messages.describe_log_dirs_request import DescribeLogDirsRequest
+from wire.messages.describe_log_dirs_response import (
+    DescribeLogDirsPartition,
+    DescribeLogDirsResponse,
+    DescribeLogDirsResult,
+    DescribeLogDirsTopic,
+)
+from wire.messages.request_header import RequestHeader
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+
+ENDPOINT_TYPE_BROKER = 1
+
+# AclOperation codes of the operations that apply to the CLUSTER resource.
+_CLUSTER_OPERATIONS = {
+    "CREATE": 5,
+    "ALTER": 7,
+    "DESCRIBE": 8,
+    "CLUSTER_ACTION": 9,
+    "DESCRIBE_CONFIGS": 10,
+    "ALTER_CONFIGS": 11,
+    "IDEMPOTENT_WRITE": 12,
+}
+ALL_CLUSTER_OPERATIONS = sum(1 << code for code in _CLUSTER_OPERATIONS.values())
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+async def handle_describe_cluster(
+    broker: Broker, header: RequestHeader, request: DescribeClusterRequest, version: int
+) -> DescribeClusterResponse:
+    if version >= 1 and request.endpoint_type != ENDPOINT_TYPE_BROKER:
+        return DescribeClusterResponse(
+            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message=f"This broker serves endpoint type {ENDPOINT_TYPE_BROKER} only, "
+            f"not {request.endpoint_type}",
+        )
+    return DescribeClusterResponse(
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=broker.metadata.controller_id(),
+        brokers=[
+            DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+            for b in broker.metadata.brokers()
+        ],
+        cluster_authorized_operations=(
+            ALL_CLUSTER_OPERATIONS
+            if request.include_cluster_authorized_operations
+            else OPERATIONS_NOT_REQUESTED
+        ),
+    )
+
+
+def _disk_space(directory: Path) -> tuple[int, int] | None:
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+
+async def handle_describe_log_dirs(
+    broker: Broker, header: RequestHeader, request: DescribeLogDirsRequest, version: int
+) -> DescribeLogDirsResponse:
+    wanted: set[tuple[str, int]] | None = None
+    if request.topics is not None:
+        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+    by_dir: dict[Path, dict[str, list[DescribeLogDirsPartition]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for (topic, index), plog in sorted(broker.logs.logs().items()):
+        if wanted is not None and (topic, index) not in wanted:
+            continue
+        by_dir[plog.directory.parent][topic].append(
+            DescribeLogDirsPartition(
+                partition_index=index,
+                partition_size=plog.size_bytes,
+                offset_lag=0,
+                is_future_key=False,
+            )
+        )
+    results: list[DescribeLogDirsResult] = []
+    for directory in broker.logs.dirs:
+        space = _disk_space(directory)
+        result = DescribeLogDirsResult(
+            log_dir=os.path.abspath(directory),
+            topics=[
+                DescribeLogDirsTopic(name=name, partitions=partitions)
+                for name, partitions in sorted(by_dir[directory].items())
+            ],
+        )
+        if space is None:
+            result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        elif version >= 4:
+            result.total_bytes, result.usable_bytes = space
+        results.append(result)
+    return DescribeLogDirsResponse(results=results)

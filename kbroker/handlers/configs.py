@@ -1,0 +1,369 @@
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for TOPIC and BROKER resources.
+
+Resource types (ConfigResource.Type): TOPIC = 2, BROKER = 4; others are refused with
+INVALID_REQUEST. A BROKER resource is named by this broker's id; the empty name (Kafka's
+cluster-wide dynamic defaults) describes as empty and cannot be altered yet.
+
+AlterConfigs replaces a resource's whole override set (KIP-133); IncrementalAlterConfigs
+applies SET / DELETE / APPEND / SUBTRACT per config (KIP-339), APPEND and SUBTRACT only to
+list-typed configs. Topic config errors are INVALID_CONFIG; broker config errors are
+INVALID_REQUEST, as Kafka answers them. ``validate_only`` checks without changing anything.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from controller.validation import validate_topic_name
+from kbroker.config import (
+    ConfigEntry,
+    describe_broker_configs,
+    describe_topic_configs,
+    effective_topic_config,
+    validate_dynamic_broker_configs,
+    validate_topic_configs,
+)
+from kbroker.config_defs import BROKER_DEFS, TOPIC_DEFS, ConfigDef, ConfigSource, ConfigType
+from wire.errors import ErrorCode, KafkaError
+from wire.messages.alter_configs_request import AlterConfigsRequest
+from wire.messages.alter_configs_response import (
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
+from wire.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
+from wire.messages.describe_configs_response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+from wire.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    IncrementalAlterConfigsRequest,
+)
+from wire.messages.incremental_alter_configs_response import (
+    AlterConfigsResourceResponse as IncrementalResourceResponse,
+)
+from wire.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
+from wire.messages.request_header import RequestHeader
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+
+TOPIC = 2
+BROKER = 4
+
+OP_SET = 0
+OP_DELETE = 1
+OP_APPEND = 2
+OP_SUBTRACT = 3
+
+
+def _unsupported_type(resource_type: int) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+
+
+def _existing_topic(broker: Broker, name: str) -> dict[str, str]:
+    """The topic's current overrides."""
+    validate_topic_name(name)
+    info = broker.metadata.topic(name)
+    if info is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist")
+    return dict(info.configs)
+
+
+def _check_broker_name(broker: Broker, name: str) -> None:
+    """Only this broker's own id names a resource this broker can act on."""
+    if name != str(broker.config.broker_id):
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {broker.config.broker_id} or empty string, but "
+            f"received {name!r}",
+        )
+
+
+# --- DescribeConfigs ------------------------------------------------------------------------
+
+
+def _describe_entries(broker: Broker, resource: DescribeConfigsResource) -> list[ConfigEntry]:
+    if resource.resource_type == TOPIC:
+        overrides = _existing_topic(broker, resource.resource_name)
+        return describe_topic_configs(overrides, broker.config, broker.metadata.broker_configs())
+    if resource.resource_type == BROKER:
+        if resource.resource_name == "":
+            # Cluster-wide dynamic defaults: kbroker has none.
+            return []
+        _check_broker_name(broker, resource.resource_name)
+        return describe_broker_configs(broker.config, broker.metadata.broker_configs())
+    raise _unsupported_type(resource.resource_type)
+
+
+def _config_result(
+    entry: ConfigEntry, version: int, include_synonyms: bool
+) -> DescribeConfigsResourceResult:
+    result = DescribeConfigsResourceResult(
+        name=entry.name,
+        value=entry.value,
+        read_only=entry.read_only,
+        is_sensitive=entry.sensitive,
+        config_type=entry.type,
+        documentation=None,
+    )
+    if version == 0:
+        result.is_default = entry.source == ConfigSource.DEFAULT_CONFIG
+    else:
+        result.config_source = entry.source
+        if include_synonyms:
+            result.synonyms = [
+                DescribeConfigsSynonym(name=s.name, value=s.value, source=s.source)
+                for s in entry.synonyms
+            ]
+    return result
+
+
+async def handle_describe_configs(
+    broker: Broker, header: RequestHeader, request: DescribeConfigsRequest, version: int
+) -> DescribeConfigsResponse:
+    include_synonyms = version >= 1 and request.include_synonyms
+    results: list[DescribeConfigsResult] = []
+    for resource in request.resources:
+        result = DescribeConfigsResult(
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            error_message=None,
+        )
+        try:
+            entries = _describe_entries(broker, resource)
+        except KafkaError as e:
+            result.error_code = e.code
+            result.error_message = e.message
+            results.append(result)
+            continue
+        # A null key list means every config; a list (even an empty one) filters.
+        keys = resource.configuration_keys
+        wanted = None if keys is None else set(keys)
+        result.configs = [
+            _config_result(e, version, include_synonyms)
+            for e in entries
+            if wanted is None or e.name in wanted
+        ]
+        results.append(result)
+    return DescribeConfigsResponse(results=results)
+
+
+# --- AlterConfigs ---------------------------------------------------------------------------
+
+
+async def _replace_configs(
+    broker: Broker,
+    resource_type: int,
+    name: str,
+    configs: Mapping[str, str | None],
+    validate_only: bool,
+) -> None:
+    if resource_type == TOPIC:
+        _existing_topic(broker, name)
+        validate_topic_configs(configs)
+        if not validate_only:
+            await broker.metadata.set_topic_configs(name, _non_null(configs))
+        return
+    if resource_type == BROKER:
+        if name == "":
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "Cluster-wide default broker configs are not supported yet; name the broker",
+            )
+        _check_broker_name(broker, name)
+        validate_dynamic_broker_configs(configs)
+        if not validate_only:
+            await broker.metadata.set_broker_configs(_non_null(configs))
+        return
+    raise _unsupported_type(resource_type)
+
+
+def _non_null(configs: Mapping[str, str | None]) -> dict[str, str]:
+    return {k: v for k, v in configs.items() if v is not None}
+
+
+def _duplicate_resources(resources: list[tuple[int, str]]) -> set[tuple[int, str]]:
+    return {key for key, count in Counter(resources).items() if count > 1}
+
+
+async def handle_alter_configs(
+    broker: Broker, header: RequestHeader, request: AlterConfigsRequest, version: int
+) -> AlterConfigsResponse:
+    duplicates = _duplicate_resources(
+        [(r.resource_type, r.resource_name) for r in request.resources]
+    )
+    responses: list[AlterConfigsResourceResponse] = []
+    for resource in request.resources:
+        response = AlterConfigsResourceResponse(
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            error_message=None,
+        )
+        try:
+            if (resource.resource_type, resource.resource_name) in duplicates:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Resource is named more than once")
+            names = [c.name for c in resource.configs]
+            if len(set(names)) != len(names):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "A config is given more than once")
+            await _replace_configs(
+                broker,
+                resource.resource_type,
+                resource.resource_name,
+                {c.name: c.value for c in resource.configs},
+                request.validate_only,
+            )
+        except KafkaError as e:
+            response.error_code = e.code
+            response.error_message = e.message
+        responses.append(response)
+    return AlterConfigsResponse(responses=responses)
+
+
+# --- IncrementalAlterConfigs ----------------------------------------------------------------
+
+
+def _apply_ops(
+    current: dict[str, str],
+    ops: list[AlterableConfig],
+    definitions: Mapping[str, ConfigDef],
+    base_value: Callable[[str], str | None],
+    unknown_code: ErrorCode,
+) -> dict[str, str]:
+    """Apply the operations to a copy of ``current`` (the resource's overrides).
+
+    APPEND and SUBTRACT start from the current value, the override or else the value
+    in effect (``base_value``)."""
+    result = dict(current)
+    for op in ops:
+        d = definitions.get(op.name)
+        if d is None:
+            raise KafkaError(unknown_code, f"Unknown config name: {op.name}")
+        if op.config_operation == OP_SET:
+            if op.value is None:
+                raise KafkaError(unknown_code, f"Null value not supported for {op.name}")
+            result[op.name] = op.value
+        elif op.config_operation == OP_DELETE:
+            result.pop(op.name, None)
+        elif op.config_operation in (OP_APPEND, OP_SUBTRACT):
+            if d.type is not ConfigType.LIST:
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Config value append or subtract is not allowed for config {op.name}: "
+                    "it is not a list",
+                )
+            base = result[op.name] if op.name in result else base_value(op.name)
+            items = _split(base)
+            change = _split(op.value)
+            if op.config_operation == OP_APPEND:
+                items += [item for item in change if item not in items]
+            else:
+                items = [item for item in items if item not in change]
+            result[op.name] = ",".join(items)
+        else:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"Unknown config operation {op.config_operation}"
+            )
+    return result
+
+
+def _split(value: str | None) -> list[str]:
+    if value is None:
+        return []
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+async def _alter_incrementally(
+    broker: Broker,
+    resource_type: int,
+    name: str,
+    ops: list[AlterableConfig],
+    validate_only: bool,
+) -> None:
+    if resource_type == TOPIC:
+        current = _existing_topic(broker, name)
+        dynamic = broker.metadata.broker_configs()
+
+        def topic_value(config: str) -> str | None:
+            return effective_topic_config(current, broker.config, dynamic)[config]
+
+        updated = _apply_ops(
+            current,
+            ops,
+            {n: t.definition for n, t in TOPIC_DEFS.items()},
+            topic_value,
+            ErrorCode.INVALID_CONFIG,
+        )
+        validate_topic_configs(updated)
+        if not validate_only:
+            await broker.metadata.set_topic_configs(name, updated)
+        return
+    if resource_type == BROKER:
+        if name == "":
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "Cluster-wide default broker configs are not supported yet; name the broker",
+            )
+        _check_broker_name(broker, name)
+
+        def broker_value(config: str) -> str | None:
+            return broker.config.props.get(config, BROKER_DEFS[config].default)
+
+        static = sorted(
+            op.name for op in ops if op.name in BROKER_DEFS and not BROKER_DEFS[op.name].dynamic
+        )
+        if static:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                f"Cannot update these configs dynamically: {', '.join(static)}",
+            )
+        changed = {op.name for op in ops}
+        updated = _apply_ops(
+            broker.metadata.broker_configs(),
+            ops,
+            BROKER_DEFS,
+            broker_value,
+            ErrorCode.INVALID_REQUEST,
+        )
+        validate_dynamic_broker_configs({k: v for k, v in updated.items() if k in changed})
+        if not validate_only:
+            await broker.metadata.set_broker_configs(updated)
+        return
+    raise _unsupported_type(resource_type)
+
+
+async def handle_incremental_alter_configs(
+    broker: Broker, header: RequestHeader, request: IncrementalAlterConfigsRequest, version: int
+) -> IncrementalAlterConfigsResponse:
+    duplicates = _duplicate_resources(
+        [(r.resource_type, r.resource_name) for r in request.resources]
+    )
+    responses: list[IncrementalResourceResponse] = []
+    for resource in request.resources:
+        response = IncrementalResourceResponse(
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            error_message=None,
+        )
+        try:
+            if (resource.resource_type, resource.resource_name) in duplicates:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Resource is named more than once")
+            names = [c.name for c in resource.configs]
+            if len(set(names)) != len(names):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "A config is given more than once")
+            await _alter_incrementally(
+                broker,
+                resource.resource_type,
+                resource.resource_name,
+                list(resource.configs),
+                request.validate_only,
+            )
+        except KafkaError as e:
+            response.error_code = e.code
+            response.error_message = e.message
+        responses.append(response)
+    return IncrementalAlterConfigsResponse(responses=responses)

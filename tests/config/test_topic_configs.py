@@ -1,0 +1,200 @@
+"""Topic-level configs: validation, broker-supplied defaults, DescribeConfigs views."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbroker.config import (
+    BrokerConfig,
+    ConfigEntry,
+    ConfigSynonym,
+    describe_broker_configs,
+    describe_topic_configs,
+    effective_topic_config,
+    validate_dynamic_broker_configs,
+    validate_topic_configs,
+)
+from kbroker.config_defs import TOPIC_DEFS, ConfigSource, ConfigType
+from wire.errors import ErrorCode, KafkaError
+
+BRIEF_TOPIC_CONFIGS = """cleanup.policy compression.type delete.retention.ms file.delete.delay.ms
+flush.messages flush.ms index.interval.bytes max.compaction.lag.ms max.message.bytes
+message.timestamp.type message.timestamp.difference.max.ms message.timestamp.before.max.ms
+message.timestamp.after.max.ms min.cleanable.dirty.ratio min.compaction.lag.ms
+min.insync.replicas preallocate retention.bytes retention.ms segment.bytes segment.index.bytes
+segment.jitter.ms segment.ms unclean.leader.election.enable message.downconversion.enable""".split()
+
+
+def test_topic_config_names() -> None:
+    assert sorted(TOPIC_DEFS) == sorted(BRIEF_TOPIC_CONFIGS)
+
+
+def test_stock_defaults_match_kafka() -> None:
+    defaults = BrokerConfig.from_properties({}).topic_defaults()
+    assert defaults["retention.ms"] == "604800000"
+    assert defaults["segment.ms"] == "604800000"
+    assert defaults["segment.bytes"] == "1073741824"
+    assert defaults["max.message.bytes"] == "1048588"
+    assert defaults["cleanup.policy"] == "delete"
+    assert defaults["flush.ms"] == str(2**63 - 1)
+    assert defaults["segment.jitter.ms"] == "0"
+    for name, t in TOPIC_DEFS.items():
+        t.definition.parse(defaults[name])
+
+
+@pytest.mark.parametrize(
+    ("props", "name", "value"),
+    [
+        ({"log.retention.hours": "1"}, "retention.ms", "3600000"),
+        ({"log.retention.minutes": "2", "log.retention.hours": "1"}, "retention.ms", "120000"),
+        ({"log.retention.ms": "5", "log.retention.minutes": "2"}, "retention.ms", "5"),
+        ({"log.retention.hours": "-1"}, "retention.ms", "-1"),
+        ({"log.roll.hours": "2"}, "segment.ms", "7200000"),
+        ({"log.roll.jitter.hours": "1"}, "segment.jitter.ms", "3600000"),
+        ({"log.flush.scheduler.interval.ms": "3000"}, "flush.ms", "3000"),
+        (
+            {"log.flush.interval.ms": "10", "log.flush.scheduler.interval.ms": "3000"},
+            "flush.ms",
+            "10",
+        ),
+        ({"message.max.bytes": "2000"}, "max.message.bytes", "2000"),
+        ({"log.segment.bytes": "1024"}, "segment.bytes", "1024"),
+        ({"log.cleanup.policy": "compact"}, "cleanup.policy", "compact"),
+        ({"log.index.size.max.bytes": "4096"}, "segment.index.bytes", "4096"),
+    ],
+)
+def test_broker_properties_supply_topic_defaults(
+    props: dict[str, str], name: str, value: str
+) -> None:
+    assert BrokerConfig.from_properties(props).topic_defaults()[name] == value
+
+
+def test_dynamic_broker_configs_win_over_static() -> None:
+    broker = BrokerConfig.from_properties({"log.retention.hours": "1"})
+    effective = effective_topic_config({}, broker, {"log.retention.ms": "42"})
+    assert effective["retention.ms"] == "42"
+
+
+def test_effective_topic_config_overrides_win() -> None:
+    broker = BrokerConfig.from_properties({"log.segment.bytes": "2048"})
+    effective = effective_topic_config({"segment.bytes": "4096"}, broker)
+    assert effective["segment.bytes"] == "4096"
+    assert effective["retention.ms"] == "604800000"
+    assert set(effective) == set(TOPIC_DEFS)
+
+
+def test_valid_topic_configs_pass() -> None:
+    validate_topic_configs(
+        {
+            "cleanup.policy": "compact,delete",
+            "compression.type": "zstd",
+            "retention.ms": "-1",
+            "min.cleanable.dirty.ratio": "0.1",
+            "preallocate": "TRUE",
+            "message.timestamp.type": "LogAppendTime",
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("configs", "message"),
+    [
+        ({"retention.hours": "1"}, "Unknown topic config name: retention.hours"),
+        ({"retention.ms": None}, "Null value"),
+        ({"retention.ms": "soon"}, "retention.ms"),
+        ({"segment.bytes": "10"}, "at least 14"),
+        ({"segment.bytes": "3000000000"}, "does not fit"),
+        ({"cleanup.policy": "compact,archive"}, "'archive' is not one of"),
+        ({"compression.type": "brotli"}, "compression.type"),
+        ({"min.insync.replicas": "0"}, "at least 1"),
+        ({"min.cleanable.dirty.ratio": "2"}, "at most 1"),
+        ({"unclean.leader.election.enable": "maybe"}, "true or false"),
+        ({"message.timestamp.type": "createtime"}, "not one of"),
+    ],
+)
+def test_invalid_topic_configs(configs: dict[str, str | None], message: str) -> None:
+    with pytest.raises(KafkaError) as info:
+        validate_topic_configs(configs)
+    assert info.value.code == ErrorCode.INVALID_CONFIG
+    assert message in str(info.value.message)
+
+
+def test_dynamic_broker_config_validation() -> None:
+    validate_dynamic_broker_configs({"log.retention.ms": "1000", "message.max.bytes": "100"})
+    for configs, message in [
+        ({"num.io.threads": "4"}, "Cannot update these configs dynamically"),
+        ({"log.retention.hours": "1"}, "Cannot update these configs dynamically"),
+        ({"no.such.thing": "1"}, "Unknown broker config name"),
+        ({"log.segment.bytes": "1"}, "at least 14"),
+        ({"log.segment.bytes": None}, "Null value"),
+    ]:
+        with pytest.raises(KafkaError) as info:
+            validate_dynamic_broker_configs(configs)
+        assert info.value.code == ErrorCode.INVALID_REQUEST
+        assert message in str(info.value.message)
+
+
+def _entry(entries: list[ConfigEntry], name: str) -> ConfigEntry:
+    return next(e for e in entries if e.name == name)
+
+
+def test_describe_topic_config_sources_and_synonyms() -> None:
+    broker = BrokerConfig.from_properties({"log.retention.hours": "24"})
+    entries = describe_topic_configs(
+        {"segment.bytes": "4096"}, broker, {"log.retention.ms": "5000"}
+    )
+    assert [e.name for e in entries] == sorted(TOPIC_DEFS)
+
+    segment = _entry(entries, "segment.bytes")
+    assert (segment.value, segment.source, segment.type) == (
+        "4096",
+        ConfigSource.TOPIC_CONFIG,
+        ConfigType.INT,
+    )
+    assert segment.synonyms == (
+        ConfigSynonym("segment.bytes", "4096", ConfigSource.TOPIC_CONFIG),
+        ConfigSynonym("log.segment.bytes", "1073741824", ConfigSource.DEFAULT_CONFIG),
+    )
+    assert not segment.read_only and not segment.sensitive
+
+    retention = _entry(entries, "retention.ms")
+    assert (retention.value, retention.source) == ("5000", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert retention.synonyms == (
+        ConfigSynonym("log.retention.ms", "5000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ConfigSynonym("log.retention.hours", "24", ConfigSource.STATIC_BROKER_CONFIG),
+        ConfigSynonym("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
+    )
+    policy = _entry(entries, "cleanup.policy")
+    assert (policy.value, policy.source, policy.type) == (
+        "delete",
+        ConfigSource.DEFAULT_CONFIG,
+        ConfigType.LIST,
+    )
+
+
+def test_describe_broker_configs() -> None:
+    broker = BrokerConfig.from_properties({"num.partitions": "3", "log.retention.hours": "5"})
+    entries = describe_broker_configs(broker, {"log.retention.ms": "7"})
+    partitions = _entry(entries, "num.partitions")
+    assert (partitions.value, partitions.source, partitions.read_only) == (
+        "3",
+        ConfigSource.STATIC_BROKER_CONFIG,
+        True,
+    )
+    assert partitions.synonyms == (
+        ConfigSynonym("num.partitions", "3", ConfigSource.STATIC_BROKER_CONFIG),
+        ConfigSynonym("num.partitions", "1", ConfigSource.DEFAULT_CONFIG),
+    )
+    retention = _entry(entries, "log.retention.ms")
+    assert (retention.value, retention.source, retention.read_only) == (
+        "7",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        False,
+    )
+    assert [s.name for s in retention.synonyms] == [
+        "log.retention.ms",
+        "log.retention.hours",
+        "log.retention.hours",
+    ]
+    rack = _entry(entries, "broker.rack")
+    assert (rack.value, rack.source, rack.synonyms) == (None, ConfigSource.DEFAULT_CONFIG, ())

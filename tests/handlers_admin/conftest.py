@@ -1,0 +1,59 @@
+"""A small fake broker for driving the admin handlers directly: a real BrokerConfig and
+EmbeddedMetadata on a temporary directory, and a stand-in for the LogManager."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, TypeVar
+
+import pytest
+
+from controller.embedded import EmbeddedMetadata
+from kbroker.config import BrokerConfig
+from wire.messages.request_header import RequestHeader
+
+M = TypeVar("M")
+
+
+class FakeLogs:
+    """What the handlers use of a LogManager: ``dirs`` and ``logs()``."""
+
+    def __init__(self, dirs: list[Path]) -> None:
+        self.dirs = dirs
+        self._logs: dict[tuple[str, int], SimpleNamespace] = {}
+
+    def add(self, topic: str, partition: int, directory: Path, size: int) -> None:
+        self._logs[(topic, partition)] = SimpleNamespace(
+            directory=directory / f"{topic}-{partition}", size_bytes=size
+        )
+
+    def logs(self) -> dict[tuple[str, int], SimpleNamespace]:
+        return dict(self._logs)
+
+
+async def make_broker(tmp_path: Path, **props: str) -> Any:
+    values = {
+        "broker.id": "1",
+        "log.dirs": f"{tmp_path / 'd1'},{tmp_path / 'd2'}",
+        "listeners": "PLAINTEXT://127.0.0.1:9092",
+    }
+    values.update(props)
+    config = BrokerConfig.from_properties(values)
+    metadata = EmbeddedMetadata(config)
+    await metadata.start()
+    return SimpleNamespace(config=config, metadata=metadata, logs=FakeLogs(config.log_dirs))
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> Any:
+    return await make_broker(tmp_path)
+
+
+def header(api_key: int, version: int) -> RequestHeader:
+    return RequestHeader(request_api_key=api_key, request_api_version=version, correlation_id=7)
+
+
+def roundtrip(message: M, version: int) -> M:
+    """Encode and decode at ``version``: what the other side would see."""
+    return type(message).decode(message.encode(version), version)  # type: ignore[attr-defined]
