@@ -1,0 +1,105 @@
+"""Routes each decoded request to its handler; decides what ApiVersions advertises.
+
+Clients use the highest version both sides support, so the advertised ranges
+are exactly the handlers present here, each over every version in the specs
+(COMPAT-NOTES: "Advertise only what is implemented"). An API without a handler
+closes the connection, as Kafka does for a request it does not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from kbroker.handlers import (
+    admin_topics,
+    api_versions,
+    cluster,
+    configs,
+    delete_records,
+    fetch,
+    groups,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    offsets,
+    produce,
+)
+from kbroker.server.connection import CloseConnection
+from wire.api_keys import REQUEST_CLASSES, ApiKey
+from wire.errors import ErrorCode
+from wire.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from wire.messages.request_header import RequestHeader
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+
+Handler = Callable[[Any, RequestHeader, Any, int], Awaitable[Any]]
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.PRODUCE: produce.handle_produce,
+    ApiKey.FETCH: fetch.handle_fetch,
+    ApiKey.LIST_OFFSETS: list_offsets.handle_list_offsets,
+    ApiKey.METADATA: metadata.handle_metadata,
+    ApiKey.API_VERSIONS: api_versions.handle_api_versions,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle_offset_for_leader_epoch,
+    ApiKey.DELETE_RECORDS: delete_records.handle_delete_records,
+    ApiKey.INIT_PRODUCER_ID: init_producer_id.handle_init_producer_id,
+    ApiKey.CREATE_TOPICS: admin_topics.handle_create_topics,
+    ApiKey.DELETE_TOPICS: admin_topics.handle_delete_topics,
+    ApiKey.CREATE_PARTITIONS: admin_topics.handle_create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.DESCRIBE_LOG_DIRS: cluster.handle_describe_log_dirs,
+}
+
+# Consumer groups and committed offsets (kbroker/group).
+HANDLERS.update(
+    {
+        ApiKey.FIND_COORDINATOR: groups.handle_find_coordinator,
+        ApiKey.JOIN_GROUP: groups.handle_join_group,
+        ApiKey.SYNC_GROUP: groups.handle_sync_group,
+        ApiKey.HEARTBEAT: groups.handle_heartbeat,
+        ApiKey.LEAVE_GROUP: groups.handle_leave_group,
+        ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
+        ApiKey.LIST_GROUPS: groups.handle_list_groups,
+        ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
+        ApiKey.OFFSET_COMMIT: offsets.handle_offset_commit,
+        ApiKey.OFFSET_FETCH: offsets.handle_offset_fetch,
+        ApiKey.OFFSET_DELETE: offsets.handle_offset_delete,
+    }
+)
+
+
+class Dispatcher:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._versions = [
+            ApiVersion(
+                api_key=key,
+                min_version=REQUEST_CLASSES[key].MIN_VERSION,
+                max_version=REQUEST_CLASSES[key].MAX_VERSION,
+            )
+            for key in sorted(HANDLERS)
+        ]
+
+    def supported_versions(self) -> list[ApiVersion]:
+        return self._versions
+
+    async def handle(self, header: RequestHeader, request: object) -> object | None:
+        handler = HANDLERS.get(header.request_api_key)
+        if handler is None:
+            raise CloseConnection(f"{ApiKey(header.request_api_key).name} is not supported")
+        return await handler(self._broker, header, request, header.request_api_version)
+
+    def reject_version(self, header: RequestHeader) -> object | None:
+        """KIP-511: an ApiVersions request of an unknown version is answered in
+        version 0 with UNSUPPORTED_VERSION and our ranges; anything else closes."""
+        if header.request_api_key != ApiKey.API_VERSIONS:
+            return None
+        return ApiVersionsResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=self._versions
+        )

@@ -1,0 +1,29 @@
+"""ApiVersions: what this broker speaks (KIP-35, KIP-511)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from wire.errors import ErrorCode
+from wire.messages.api_versions_request import ApiVersionsRequest
+from wire.messages.api_versions_response import ApiVersionsResponse
+from wire.messages.request_header import RequestHeader
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+
+# KIP-511: client software name and version must match this from v3 on.
+_SOFTWARE_FIELD = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+async def handle_api_versions(
+    broker: Broker, header: RequestHeader, request: ApiVersionsRequest, version: int
+) -> ApiVersionsResponse:
+    error = ErrorCode.NONE
+    if version >= 3 and not (
+        _SOFTWARE_FIELD.fullmatch(request.client_software_name)
+        and _SOFTWARE_FIELD.fullmatch(request.client_software_version)
+    ):
+        error = ErrorCode.INVALID_REQUEST
+    return ApiVersionsResponse(error_code=error, api_keys=broker.dispatcher.supported_versions())

@@ -1,0 +1,153 @@
+"""Fetch: file regions below the high watermark, with long polling.
+
+Each partition's data is a FileRegion of whole batches from one segment, sent
+by the server with sendfile: no record is decoded or copied through Python.
+Limits follow KIP-74: partition_max_bytes per partition and max_bytes (v3+)
+for the response, except that the first batch of the first partition with data
+is returned whole even when it is larger, or a consumer would stall.
+
+Fetch v0-v3 predate RecordBatch v2 (KIP-98), so for them the batches are
+down-converted to message sets of magic 1 (v2-v3) or magic 0 (v0-v1).
+
+A fetch that finds fewer than min_bytes waits in the purgatory until one of its
+partitions changes or max_wait_ms passes, then is answered with what there is.
+Incremental fetch sessions (KIP-227) are not kept: session id 0 tells clients
+to send full fetch requests.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from kbroker.handlers.common import check_leader_epoch, leader_partition
+from kbroker.log.file_region import FileRegion
+from wire.errors import ErrorCode, KafkaError
+from wire.messages.fetch_request import FetchPartition, FetchRequest
+from wire.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
+from wire.messages.request_header import RequestHeader
+from wire.records.legacy import from_v2_batches
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+
+INT32_MAX = 2**31 - 1
+
+
+def _legacy_magic(version: int) -> int | None:
+    """The message format a Fetch of this version understands, None for v2."""
+    if version <= 1:
+        return 0
+    if version <= 3:
+        return 1
+    return None
+
+
+def _read_partition(
+    broker: Broker,
+    topic: str,
+    wanted: FetchPartition,
+    version: int,
+    limit: int,
+    min_one_batch: bool,
+) -> PartitionData:
+    try:
+        partition = leader_partition(broker, topic, wanted.partition)
+        check_leader_epoch(partition, wanted.current_leader_epoch)
+        region = partition.log.read(
+            wanted.fetch_offset,
+            limit,
+            max_offset=partition.high_watermark,
+            min_one_batch=min_one_batch,
+        )
+    except KafkaError as exc:
+        data = PartitionData(partition_index=wanted.partition, error_code=exc.code, records=b"")
+        known = broker.partition(topic, wanted.partition)
+        if known is not None:
+            data.high_watermark = known.high_watermark
+            data.last_stable_offset = known.high_watermark
+            data.log_start_offset = known.log.log_start_offset
+        else:
+            data.high_watermark = -1
+        return data
+    records: bytes | FileRegion = b"" if region is None else region
+    magic = _legacy_magic(version)
+    if magic is not None and region is not None:
+        records = from_v2_batches(region.read(), magic)
+    # No transactions yet, so the last stable offset is the high watermark.
+    return PartitionData(
+        partition_index=wanted.partition,
+        error_code=ErrorCode.NONE,
+        high_watermark=partition.high_watermark,
+        last_stable_offset=partition.high_watermark,
+        log_start_offset=partition.log.log_start_offset,
+        records=records,
+    )
+
+
+def _size(records: object) -> int:
+    if isinstance(records, FileRegion):
+        return records.nbytes
+    assert isinstance(records, bytes | bytearray | memoryview)
+    return len(records)
+
+
+def _fetch_once(
+    broker: Broker, request: FetchRequest, version: int, names: list[str | None]
+) -> tuple[FetchResponse, int, bool]:
+    """One pass over the partitions: the response, its byte count, any error."""
+    remaining = request.max_bytes if version >= 3 else INT32_MAX
+    total = 0
+    any_error = False
+    responses: list[FetchableTopicResponse] = []
+    for topic, name in zip(request.topics, names, strict=True):
+        partitions: list[PartitionData] = []
+        for wanted in topic.partitions:
+            if name is None:
+                partitions.append(
+                    PartitionData(
+                        partition_index=wanted.partition,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                        high_watermark=-1,
+                        records=b"",
+                    )
+                )
+                any_error = True
+                continue
+            limit = max(0, min(wanted.partition_max_bytes, remaining))
+            data = _read_partition(broker, name, wanted, version, limit, min_one_batch=total == 0)
+            any_error = any_error or data.error_code != ErrorCode.NONE
+            size = _size(data.records)
+            total += size
+            remaining -= size
+            partitions.append(data)
+        responses.append(
+            FetchableTopicResponse(topic=name or "", topic_id=topic.topic_id, partitions=partitions)
+        )
+    return FetchResponse(session_id=0, responses=responses), total, any_error
+
+
+async def handle_fetch(
+    broker: Broker, header: RequestHeader, request: FetchRequest, version: int
+) -> FetchResponse:
+    if version >= 13:
+        names: list[str | None] = []
+        for topic in request.topics:
+            info = broker.metadata.topic_by_id(topic.topic_id)
+            names.append(info.name if info is not None else None)
+    else:
+        names = [topic.topic for topic in request.topics]
+    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    keys = [
+        (name, wanted.partition)
+        for topic, name in zip(request.topics, names, strict=True)
+        if name is not None
+        for wanted in topic.partitions
+    ]
+    while True:
+        response, total, any_error = _fetch_once(broker, request, version, names)
+        remaining = deadline - time.monotonic()
+        if total >= request.min_bytes or any_error or remaining <= 0 or not keys:
+            return response
+        if not await broker.fetch_purgatory.wait(keys, remaining):
+            return _fetch_once(broker, request, version, names)[0]

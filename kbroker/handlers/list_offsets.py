@@ -1,0 +1,90 @@
+"""ListOffsets: earliest, latest, by timestamp and max timestamp.
+
+"Latest" is the high watermark (the last stable offset for read_committed,
+which equals it while there are no transactions): the offset the next
+committed record will get, however the log was written. Spark's Kafka source
+reads exactly up to it (COMPAT-NOTES). By timestamp answers the first offset
+whose timestamp is at or after the target, through the time index, or -1 when
+there is none.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kbroker.handlers.common import check_leader_epoch, leader_partition
+from wire.errors import ErrorCode, KafkaError
+from wire.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
+from wire.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from wire.messages.request_header import RequestHeader
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+    from kbroker.partition import Partition
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3  # KIP-734, v7+
+EARLIEST_LOCAL = -4  # KIP-405, v8+: no tiered storage, so the log start
+LATEST_TIERED = -5  # KIP-1005, v9+: nothing is tiered, so the log start
+
+
+def _lookup(partition: Partition, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) answered for a target timestamp or a special value."""
+    if timestamp == LATEST:
+        return -1, partition.high_watermark
+    if timestamp in (EARLIEST, EARLIEST_LOCAL, LATEST_TIERED):
+        return -1, partition.log.log_start_offset
+    if timestamp == MAX_TIMESTAMP:
+        if partition.high_watermark == partition.log.log_start_offset:
+            return -1, -1
+        return partition.log.max_timestamp()
+    if timestamp < 0:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"timestamp {timestamp}")
+    found = partition.log.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= partition.high_watermark:
+        return -1, -1
+    offset, found_timestamp = found
+    return found_timestamp, offset
+
+
+def _answer(
+    broker: Broker, topic: str, wanted: ListOffsetsPartition, version: int
+) -> ListOffsetsPartitionResponse:
+    response = ListOffsetsPartitionResponse(partition_index=wanted.partition_index)
+    try:
+        partition = leader_partition(broker, topic, wanted.partition_index)
+        check_leader_epoch(partition, wanted.current_leader_epoch)
+        if wanted.timestamp == MAX_TIMESTAMP and version < 7:
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION)
+        timestamp, offset = _lookup(partition, wanted.timestamp)
+    except KafkaError as exc:
+        response.error_code = exc.code
+        return response
+    if version == 0:
+        # v0 answers a list of offsets; one is what any client asks for.
+        response.old_style_offsets = [offset] if offset >= 0 and wanted.max_num_offsets > 0 else []
+    else:
+        response.timestamp = timestamp
+        response.offset = offset
+        if version >= 4:
+            response.leader_epoch = partition.leader_epoch
+    return response
+
+
+async def handle_list_offsets(
+    broker: Broker, header: RequestHeader, request: ListOffsetsRequest, version: int
+) -> ListOffsetsResponse:
+    return ListOffsetsResponse(
+        topics=[
+            ListOffsetsTopicResponse(
+                name=topic.name,
+                partitions=[_answer(broker, topic.name, p, version) for p in topic.partitions],
+            )
+            for topic in request.topics
+        ]
+    )

@@ -1,0 +1,110 @@
+"""Metadata: brokers, controller, topics with their partitions' leaders and replicas.
+
+Topics that do not exist are created here when both the request (v4+, always
+before) and auto.create.topics.enable allow it, with num.partitions and
+default.replication.factor, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from controller.interface import TopicInfo
+from wire.errors import ErrorCode, KafkaError
+from wire.messages.metadata_request import MetadataRequest
+from wire.messages.metadata_response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from wire.messages.request_header import RequestHeader
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+
+
+def topic_metadata(topic: TopicInfo) -> MetadataResponseTopic:
+    return MetadataResponseTopic(
+        error_code=ErrorCode.NONE,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
+        partitions=[
+            MetadataResponsePartition(
+                error_code=ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=p.partition,
+                leader_id=p.leader,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr),
+                offline_replicas=list(p.offline_replicas),
+            )
+            for p in topic.partitions
+        ],
+    )
+
+
+async def _named_topic(broker: Broker, name: str, auto_create: bool) -> MetadataResponseTopic:
+    topic = broker.metadata.topic(name)
+    if topic is not None:
+        return topic_metadata(topic)
+    if not auto_create:
+        error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            await broker.metadata.create_topic(name, 1, 1, validate_only=True)
+        except KafkaError as exc:
+            if exc.code == ErrorCode.INVALID_TOPIC_EXCEPTION:
+                error = exc.code
+        return MetadataResponseTopic(error_code=error, name=name)
+    try:
+        topic = await broker.metadata.create_topic(
+            name, broker.config.num_partitions, broker.config.default_replication_factor
+        )
+    except KafkaError as exc:
+        if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            # Created by a concurrent request between the lookup and here.
+            existing = broker.metadata.topic(name)
+            if existing is not None:
+                return topic_metadata(existing)
+        return MetadataResponseTopic(error_code=exc.code, name=name)
+    return topic_metadata(topic)
+
+
+async def handle_metadata(
+    broker: Broker, header: RequestHeader, request: MetadataRequest, version: int
+) -> MetadataResponse:
+    # v0: an empty list means every topic; v1+: null means every topic.
+    all_topics = request.topics is None or (version == 0 and not request.topics)
+    auto_create = broker.config.auto_create_topics_enable and (
+        version < 4 or request.allow_auto_topic_creation
+    )
+    topics: list[MetadataResponseTopic] = []
+    if all_topics:
+        topics = [topic_metadata(t) for t in broker.metadata.topics().values()]
+    else:
+        for wanted in request.topics or ():
+            if wanted.name is None:
+                by_id = broker.metadata.topic_by_id(wanted.topic_id)
+                if by_id is None:
+                    topics.append(
+                        MetadataResponseTopic(
+                            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                            # Names are nullable from v12; before, an empty name.
+                            name=None if version >= 12 else "",
+                            topic_id=wanted.topic_id,
+                        )
+                    )
+                else:
+                    topics.append(topic_metadata(by_id))
+                continue
+            topics.append(await _named_topic(broker, wanted.name, auto_create))
+    return MetadataResponse(
+        brokers=[
+            MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+            for b in broker.metadata.brokers()
+        ],
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=broker.metadata.controller_id(),
+        topics=topics,
+    )

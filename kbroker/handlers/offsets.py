@@ -1,0 +1,198 @@
+"""Committed-offset APIs: OffsetCommit, OffsetFetch, OffsetDelete, every version.
+
+Version differences handled here: OffsetCommit v0 has no generation or member (a "simple"
+commit), v1 carries a commit timestamp per partition, v2-v4 a retention time that sets an
+explicit expiry, v6+ the committed leader epoch. OffsetFetch v0-v1 report group errors per
+partition, v2-v7 in a top-level error, v8+ per group (several groups in one request); v2+ may ask
+for all of a group's offsets with a null topic list.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kbroker.group.offsets_store import NO_TIMESTAMP, OffsetValue
+from kbroker.group.state_machine import TopicPartition
+from wire.errors import ErrorCode
+from wire.messages.offset_commit_request import OffsetCommitRequest
+from wire.messages.offset_commit_response import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from wire.messages.offset_delete_request import OffsetDeleteRequest
+from wire.messages.offset_delete_response import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from wire.messages.offset_fetch_request import OffsetFetchRequest
+from wire.messages.offset_fetch_response import (
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+from wire.messages.request_header import RequestHeader
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+
+NO_OFFSET = -1
+NO_METADATA = ""
+RETENTION_VERSIONS = range(2, 5)
+COMMIT_TIMESTAMP_VERSION = 1
+FIRST_TOP_LEVEL_FETCH_ERROR_VERSION = 2
+FIRST_MULTI_GROUP_FETCH_VERSION = 8
+
+
+def _group_partitions(pairs: list[tuple[str, list[int]]]) -> list[TopicPartition]:
+    return [(topic, p) for topic, partitions in pairs for p in partitions]
+
+
+def _by_topic(results: dict[TopicPartition, ErrorCode]) -> dict[str, list[tuple[int, ErrorCode]]]:
+    topics: dict[str, list[tuple[int, ErrorCode]]] = {}
+    for (topic, partition), error in results.items():
+        topics.setdefault(topic, []).append((partition, error))
+    return topics
+
+
+async def handle_offset_commit(
+    broker: Broker, header: RequestHeader, request: OffsetCommitRequest, version: int
+) -> OffsetCommitResponse:
+    now = int(broker.clock() * 1000)
+    offsets: dict[TopicPartition, OffsetValue] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            commit_ts = now
+            if version == COMMIT_TIMESTAMP_VERSION and p.commit_timestamp != NO_TIMESTAMP:
+                commit_ts = p.commit_timestamp
+            expire_ts = NO_TIMESTAMP
+            if version in RETENTION_VERSIONS and request.retention_time_ms != -1:
+                expire_ts = commit_ts + request.retention_time_ms
+            offsets[(topic.name, p.partition_index)] = OffsetValue(
+                offset=p.committed_offset,
+                metadata=p.committed_metadata if p.committed_metadata is not None else NO_METADATA,
+                commit_timestamp=commit_ts,
+                leader_epoch=p.committed_leader_epoch,
+                expire_timestamp=expire_ts,
+            )
+    errors = broker.group_coordinator.commit_offsets(
+        request.group_id,
+        request.member_id,
+        request.group_instance_id,
+        request.generation_id_or_member_epoch,
+        version,
+        offsets,
+    )
+    return OffsetCommitResponse(
+        topics=[
+            OffsetCommitResponseTopic(
+                name=name,
+                partitions=[
+                    OffsetCommitResponsePartition(partition_index=p, error_code=e)
+                    for p, e in partitions
+                ],
+            )
+            for name, partitions in _by_topic(errors).items()
+        ]
+    )
+
+
+async def handle_offset_fetch(
+    broker: Broker, header: RequestHeader, request: OffsetFetchRequest, version: int
+) -> OffsetFetchResponse:
+    if version >= FIRST_MULTI_GROUP_FETCH_VERSION:
+        groups = []
+        for group in request.groups:
+            wanted = (
+                None
+                if group.topics is None
+                else _group_partitions([(t.name, t.partition_indexes) for t in group.topics])
+            )
+            error, offsets = broker.group_coordinator.fetch_offsets(group.group_id, wanted)
+            topics: dict[str, list[OffsetFetchResponsePartitions]] = {}
+            for (topic, partition), value in offsets.items():
+                topics.setdefault(topic, []).append(
+                    OffsetFetchResponsePartitions(
+                        partition_index=partition,
+                        committed_offset=NO_OFFSET if value is None else value.offset,
+                        committed_leader_epoch=-1 if value is None else value.leader_epoch,
+                        metadata=NO_METADATA if value is None else value.metadata,
+                        error_code=ErrorCode.NONE,
+                    )
+                )
+            groups.append(
+                OffsetFetchResponseGroup(
+                    group_id=group.group_id,
+                    error_code=error,
+                    topics=[
+                        OffsetFetchResponseTopics(name=name, partitions=parts)
+                        for name, parts in topics.items()
+                    ],
+                )
+            )
+        return OffsetFetchResponse(groups=groups)
+
+    requested = (
+        None
+        if request.topics is None
+        else _group_partitions([(t.name, t.partition_indexes) for t in request.topics])
+    )
+    error, offsets = broker.group_coordinator.fetch_offsets(request.group_id, requested)
+    per_partition_error = ErrorCode.NONE
+    if error != ErrorCode.NONE:
+        if version >= FIRST_TOP_LEVEL_FETCH_ERROR_VERSION:
+            return OffsetFetchResponse(error_code=error)
+        # v0-v1 have no top-level error: every requested partition carries it.
+        per_partition_error = error
+        offsets = dict.fromkeys(requested or [])
+    single: dict[str, list[OffsetFetchResponsePartition]] = {}
+    for (topic, partition), value in offsets.items():
+        single.setdefault(topic, []).append(
+            OffsetFetchResponsePartition(
+                partition_index=partition,
+                committed_offset=NO_OFFSET if value is None else value.offset,
+                committed_leader_epoch=-1 if value is None else value.leader_epoch,
+                metadata=NO_METADATA if value is None else value.metadata,
+                error_code=per_partition_error,
+            )
+        )
+    return OffsetFetchResponse(
+        topics=[
+            OffsetFetchResponseTopic(name=name, partitions=parts) for name, parts in single.items()
+        ]
+    )
+
+
+async def handle_offset_delete(
+    broker: Broker, header: RequestHeader, request: OffsetDeleteRequest, version: int
+) -> OffsetDeleteResponse:
+    unknown: dict[TopicPartition, ErrorCode] = {}
+    known: list[TopicPartition] = []
+    for topic in request.topics:
+        info = broker.metadata.topic(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if info is None or not 0 <= p.partition_index < len(info.partitions):
+                unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                known.append(tp)
+    error, errors = broker.group_coordinator.delete_offsets(request.group_id, known)
+    if error != ErrorCode.NONE:
+        return OffsetDeleteResponse(error_code=error)
+    results = {**errors, **unknown}
+    return OffsetDeleteResponse(
+        topics=[
+            OffsetDeleteResponseTopic(
+                name=name,
+                partitions=[
+                    OffsetDeleteResponsePartition(partition_index=p, error_code=e)
+                    for p, e in partitions
+                ],
+            )
+            for name, partitions in _by_topic(results).items()
+        ]
+    )

@@ -1,0 +1,114 @@
+"""Produce: validate batch headers and CRCs, append, answer by acks.
+
+Records are never decoded here: the batches' 61-byte headers and CRC-32C are
+checked (wire.records.batch.validate_produce_records) and the log rewrites base
+offsets in place. Produce v0-v2 carries legacy message sets (magic 0/1), which
+are converted to v2 batches once, on the way in. With acks=0 no response is
+sent, and a failed append closes the connection so the producer notices, as
+the protocol guide specifies.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kbroker.handlers.common import leader_partition
+from kbroker.server.connection import CloseConnection
+from wire.errors import ErrorCode, KafkaError
+from wire.messages.produce_request import ProduceRequest
+from wire.messages.produce_response import (
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from wire.messages.request_header import RequestHeader
+from wire.records.batch import peek_magic, validate_produce_records
+from wire.records.legacy import to_v2_batches
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+    from kbroker.partition import Partition
+
+VALID_ACKS = (-1, 0, 1)
+# The first Produce version whose batches must be RecordBatch v2 (KIP-98).
+FIRST_V2_ONLY_VERSION = 3
+LOG_APPEND_TIME = "LogAppendTime"
+
+
+def _append(
+    broker: Broker,
+    partition: Partition,
+    records: memoryview | bytes | None,
+    acks: int,
+    version: int,
+) -> PartitionProduceResponse:
+    if records is None or len(records) == 0:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "no record batch")
+    view = memoryview(records)
+    config = partition.log.config
+    magic = peek_magic(view) if len(view) > 16 else -1
+    if magic < 2:
+        if version >= FIRST_V2_ONLY_VERSION:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD,
+                f"produce v{version} requires record batch magic 2, got {magic}",
+            )
+        batches = to_v2_batches(view)
+        validate_produce_records(memoryview(batches), config.max_message_bytes)
+    else:
+        validate_produce_records(view, config.max_message_bytes)
+        batches = bytearray(view)
+    if acks == -1 and len(partition.isr) < config.min_insync_replicas:
+        raise KafkaError(
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            f"{len(partition.isr)} in-sync replicas, min.insync.replicas is "
+            f"{config.min_insync_replicas}",
+        )
+    append_time = (
+        int(broker.clock() * 1000) if config.message_timestamp_type == LOG_APPEND_TIME else None
+    )
+    result = partition.append(batches, log_append_time_ms=append_time)
+    return PartitionProduceResponse(
+        index=partition.index,
+        error_code=ErrorCode.NONE,
+        base_offset=result.first_offset,
+        log_append_time_ms=result.log_append_time_ms,
+        log_start_offset=result.log_start_offset,
+    )
+
+
+async def handle_produce(
+    broker: Broker, header: RequestHeader, request: ProduceRequest, version: int
+) -> ProduceResponse | None:
+    acks = request.acks
+    request_error: KafkaError | None = None
+    if acks not in VALID_ACKS:
+        request_error = KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}")
+    elif request.transactional_id is not None:
+        request_error = KafkaError(ErrorCode.INVALID_REQUEST, "transactions are not supported yet")
+    failed = False
+    responses: list[TopicProduceResponse] = []
+    for topic in request.topic_data:
+        partitions: list[PartitionProduceResponse] = []
+        for data in topic.partition_data:
+            try:
+                if request_error is not None:
+                    raise request_error
+                partition = leader_partition(broker, topic.name, data.index)
+                partitions.append(_append(broker, partition, data.records, acks, version))
+            except KafkaError as exc:
+                failed = True
+                partitions.append(
+                    PartitionProduceResponse(
+                        index=data.index,
+                        error_code=exc.code,
+                        base_offset=-1,
+                        error_message=exc.message if version >= 8 else None,
+                    )
+                )
+        responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
+    if acks == 0:
+        if failed:
+            raise CloseConnection("acks=0 produce failed")
+        return None
+    return ProduceResponse(responses=responses)

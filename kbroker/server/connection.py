@@ -1,0 +1,248 @@
+"""One client connection: frames in, responses out, in order.
+
+The protocol guide requires responses on a connection in the order of its
+requests, and Kafka processes one request per connection at a time (the channel
+is muted until the response is sent). kbroker does the same: frames are decoded
+as they arrive and queued, one worker task handles them in turn, and reading
+pauses when the queue holds too many frames or bytes (DESIGN.md rule 5).
+
+Responses are written as the parts wire.frame.encode_response returns: bytes
+chunks, and file regions that are sent with os.sendfile when they are large
+enough for it to pay off (the 2011 Kafka paper's zero-copy transfer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from kbroker.log.file_region import FileRegion
+from wire.errors import DecodeError
+from wire.frame import (
+    FrameDecoder,
+    UnknownApiKeyError,
+    UnsupportedRequestVersion,
+    decode_request,
+    encode_response,
+)
+from wire.messages.request_header import RequestHeader
+
+log = logging.getLogger(__name__)
+
+# A handler returns the response body, or None when no response is sent
+# (Produce with acks=0).
+RequestHandler = Callable[[RequestHeader, object], Awaitable[object | None]]
+# Answers a request whose version is unknown, or returns None to close the
+# connection (KIP-511: only ApiVersions is answered).
+VersionRejector = Callable[[RequestHeader], object | None]
+
+# Below this size a region is read with pread and written with the response
+# header in one go: a sendfile round trip costs more than the copy.
+SENDFILE_MIN_BYTES = 64 * 1024
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when the protocol says to drop the connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    max_frame_bytes: int
+    max_queued_frames: int = 64
+    max_queued_bytes: int = 100 * 1024 * 1024
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(
+        self,
+        handle: RequestHandler,
+        reject_version: VersionRejector,
+        limits: ConnectionLimits,
+        on_close: Callable[[KafkaConnection], None],
+    ) -> None:
+        self._handle = handle
+        self._reject_version = reject_version
+        self._limits = limits
+        self._on_close = on_close
+        self._decoder = FrameDecoder(limits.max_frame_bytes)
+        self._frames: collections.deque[memoryview] = collections.deque()
+        self._queued_bytes = 0
+        self._reading_paused = False
+        self._frame_arrived = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._transport: asyncio.Transport | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._closing = False
+        self.peer = "?"
+
+    # asyncio.Protocol callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._worker = asyncio.get_running_loop().create_task(self._serve())
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except DecodeError as exc:
+            log.warning("closing connection from %s: bad frame: %s", self.peer, exc)
+            self.abort()
+            return
+        if not frames:
+            return
+        for frame in frames:
+            self._frames.append(frame)
+            self._queued_bytes += len(frame)
+        self._frame_arrived.set()
+        if (
+            len(self._frames) >= self._limits.max_queued_frames
+            or self._queued_bytes >= self._limits.max_queued_bytes
+        ) and not self._reading_paused:
+            assert self._transport is not None
+            self._transport.pause_reading()
+            self._reading_paused = True
+
+    def eof_received(self) -> bool:
+        # Let queued requests finish; the worker closes when the queue is empty.
+        self._closing = True
+        self._frame_arrived.set()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._writable.set()
+        self._frame_arrived.set()
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+        self._on_close(self)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # Lifecycle
+
+    def close(self) -> None:
+        """Stop after the request in progress (graceful shutdown)."""
+        self._closing = True
+        self._frames.clear()
+        self._frame_arrived.set()
+
+    def abort(self) -> None:
+        self._closing = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    async def wait_closed(self) -> None:
+        if self._worker is not None:
+            await asyncio.gather(self._worker, return_exceptions=True)
+
+    # The worker
+
+    async def _next_frame(self) -> memoryview | None:
+        while not self._frames:
+            if self._closing:
+                return None
+            self._frame_arrived.clear()
+            await self._frame_arrived.wait()
+        frame = self._frames.popleft()
+        self._queued_bytes -= len(frame)
+        if self._reading_paused and len(self._frames) < self._limits.max_queued_frames // 2:
+            assert self._transport is not None
+            self._transport.resume_reading()
+            self._reading_paused = False
+        return frame
+
+    async def _serve(self) -> None:
+        assert self._transport is not None
+        try:
+            while (frame := await self._next_frame()) is not None:
+                if not await self._serve_one(frame):
+                    self.abort()
+                    return
+            self._transport.close()
+        except asyncio.CancelledError:
+            raise
+        except (ConnectionError, OSError) as exc:
+            log.debug("connection from %s lost while writing: %s", self.peer, exc)
+            self.abort()
+        except Exception:
+            log.exception("closing connection from %s: internal error", self.peer)
+            self.abort()
+
+    async def _serve_one(self, frame: memoryview) -> bool:
+        """Handle one request; False means the connection must be closed."""
+        try:
+            header, request = decode_request(frame)
+        except UnknownApiKeyError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            return False
+        except UnsupportedRequestVersion as exc:
+            answer = self._reject_version(exc.header)
+            if answer is None:
+                log.warning("closing connection from %s: %s", self.peer, exc)
+                return False
+            await self._write(
+                encode_response(exc.header.correlation_id, exc.header.request_api_key, 0, answer)
+            )
+            return True
+        except DecodeError as exc:
+            log.warning("closing connection from %s: malformed request: %s", self.peer, exc)
+            return False
+        try:
+            response = await self._handle(header, request)
+        except CloseConnection as exc:
+            log.info("closing connection from %s: %s", self.peer, exc)
+            return False
+        except Exception:
+            log.exception(
+                "closing connection from %s: handler of api %d v%d failed",
+                self.peer,
+                header.request_api_key,
+                header.request_api_version,
+            )
+            return False
+        if response is not None:
+            parts = encode_response(
+                header.correlation_id, header.request_api_key, header.request_api_version, response
+            )
+            await self._write(parts)
+        return True
+
+    async def _write(self, parts: list[bytes | object]) -> None:
+        transport = self._transport
+        assert transport is not None
+        if transport.is_closing():
+            raise ConnectionResetError("transport closing")
+        pending: list[bytes] = []
+        for part in parts:
+            if isinstance(part, bytes | bytearray | memoryview):
+                pending.append(bytes(part) if not isinstance(part, bytes) else part)
+                continue
+            assert isinstance(part, FileRegion)
+            if part.nbytes < SENDFILE_MIN_BYTES:
+                pending.append(part.read())
+                continue
+            if pending:
+                transport.writelines(pending)
+                pending = []
+            await asyncio.get_running_loop().sendfile(
+                transport, part.file, part.position, part.nbytes
+            )
+        if pending:
+            transport.writelines(pending)
+        if not self._writable.is_set():
+            await self._writable.wait()

@@ -1,0 +1,202 @@
+"""A driver for the pure group state machine: a fake clock, numbered request tokens, and the
+effects performed the way the coordinator shell performs them (stores acknowledged at once
+unless a test says otherwise)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from kbroker.group.offsets_store import GroupValue, LoadedState
+from kbroker.group.state_machine import (
+    Effect,
+    GroupConfig,
+    GroupState,
+    GroupStateMachine,
+    JoinRequest,
+    JoinResult,
+    Reply,
+    StoreGroup,
+    SyncRequest,
+    SyncResult,
+)
+from wire.errors import ErrorCode
+
+GROUP = "g"
+PROTOCOLS = (("range", b"sub-range"), ("roundrobin", b"sub-rr"))
+
+
+class FakeClock:
+    def __init__(self, now: int = 1_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@dataclass
+class Driver:
+    sm: GroupStateMachine
+    clock: FakeClock
+    replies: dict[int, JoinResult | SyncResult] = field(default_factory=dict)
+    stored: list[tuple[str, GroupValue | None]] = field(default_factory=list)
+    held_stores: list[StoreGroup] = field(default_factory=list)
+    hold_stores: bool = False
+    next_token: int = 0
+
+    def perform(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Reply):
+                assert effect.token not in self.replies, "a request was answered twice"
+                self.replies[effect.token] = effect.result
+            else:
+                self.stored.append((effect.group_id, effect.value))
+                if self.hold_stores:
+                    self.held_stores.append(effect)
+                else:
+                    self.perform(self.sm.group_stored(effect.store_id, ErrorCode.NONE))
+
+    def release_stores(self, error: ErrorCode = ErrorCode.NONE) -> None:
+        held, self.held_stores = self.held_stores, []
+        for effect in held:
+            self.perform(self.sm.group_stored(effect.store_id, error))
+
+    def join(
+        self,
+        member_id: str = "",
+        *,
+        instance: str | None = None,
+        protocols: tuple[tuple[str, bytes], ...] = PROTOCOLS,
+        protocol_type: str = "consumer",
+        session: int = 10_000,
+        rebalance: int = 30_000,
+        require_known: bool = True,
+        client_id: str = "c",
+        group: str = GROUP,
+    ) -> int:
+        self.next_token += 1
+        token = self.next_token
+        req = JoinRequest(
+            group_id=group,
+            member_id=member_id,
+            group_instance_id=instance,
+            client_id=client_id,
+            client_host="/127.0.0.1",
+            session_timeout_ms=session,
+            rebalance_timeout_ms=rebalance,
+            protocol_type=protocol_type,
+            protocols=protocols,
+            require_known_member_id=require_known and instance is None,
+        )
+        self.perform(self.sm.join(token, req))
+        return token
+
+    def sync(
+        self,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes] | None = None,
+        *,
+        instance: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        group: str = GROUP,
+    ) -> int:
+        self.next_token += 1
+        token = self.next_token
+        req = SyncRequest(
+            group_id=group,
+            member_id=member_id,
+            group_instance_id=instance,
+            generation_id=generation,
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+            assignments=tuple((assignments or {}).items()),
+        )
+        self.perform(self.sm.sync(token, req))
+        return token
+
+    def heartbeat(self, member_id: str, generation: int, instance: str | None = None) -> ErrorCode:
+        return self.sm.heartbeat(GROUP, member_id, instance, generation)
+
+    def leave(self, *members: tuple[str, str | None]) -> tuple[ErrorCode, list[ErrorCode]]:
+        top, errors, effects = self.sm.leave(GROUP, members)
+        self.perform(effects)
+        return top, errors
+
+    def advance(self, ms: int) -> None:
+        """Move the clock, firing deadlines in order as the shell's timer loop would."""
+        target = self.clock.now + ms
+        while True:
+            deadline = self.sm.next_deadline()
+            if deadline is None or deadline > target:
+                break
+            self.clock.now = max(self.clock.now, deadline)
+            self.perform(self.sm.tick())
+        self.clock.now = target
+        self.perform(self.sm.tick())
+
+    def reply(self, token: int) -> JoinResult | SyncResult | None:
+        return self.replies.get(token)
+
+    def join_reply(self, token: int) -> JoinResult:
+        result = self.replies[token]
+        assert isinstance(result, JoinResult)
+        return result
+
+    def sync_reply(self, token: int) -> SyncResult:
+        result = self.replies[token]
+        assert isinstance(result, SyncResult)
+        return result
+
+    def state(self, group: str = GROUP) -> GroupState | None:
+        described = self.sm.describe(group)
+        return None if described is None else described.state
+
+    def new_member(self, **kwargs: object) -> str:
+        """Complete the KIP-394 handshake; returns the member id (its join is pending)."""
+        token = self.join(**kwargs)  # type: ignore[arg-type]
+        result = self.join_reply(token)
+        assert result.error == ErrorCode.MEMBER_ID_REQUIRED
+        return result.member_id
+
+    def stable_group(self, count: int, **kwargs: object) -> tuple[list[str], int]:
+        """``count`` members through join and sync of a new group (initial delay 0); returns
+        member ids (the leader first) and the generation. All ids are handed out first, so the
+        outstanding ids hold the join phase open until the last member joins."""
+        ids = [self.new_member(**kwargs) for _ in range(count)]
+        tokens = [self.join(member_id, **kwargs) for member_id in ids]  # type: ignore[arg-type]
+        results = [self.join_reply(t) for t in tokens]
+        generation = results[0].generation_id
+        assert results[0].leader_id == ids[0]
+        assignments = {m: f"assignment-{m}".encode() for m in ids}
+        sync_tokens = [self.sync(m, generation, assignments if m == ids[0] else None) for m in ids]
+        for t in sync_tokens:
+            assert self.sync_reply(t).error == ErrorCode.NONE
+        assert self.state() is GroupState.STABLE
+        return ids, generation
+
+
+@pytest.fixture
+def make_driver() -> Callable[..., Driver]:
+    def make(partitions: int = 1, load: bool = True, **config: int) -> Driver:
+        clock = FakeClock()
+        counter = iter(range(1, 1_000_000))
+        cfg = {"initial_rebalance_delay_ms": 0, **config}
+        sm = GroupStateMachine(
+            GroupConfig(**cfg), clock, partitions, new_uuid=lambda: str(next(counter))
+        )
+        if load:
+            for p in range(partitions):
+                sm.begin_load(p)
+                sm.complete_load(p, LoadedState())
+        return Driver(sm, clock)
+
+    return make
+
+
+@pytest.fixture
+def d(make_driver: Callable[..., Driver]) -> Driver:
+    return make_driver()
