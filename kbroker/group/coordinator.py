@@ -232,7 +232,8 @@ class GroupCoordinator:
                     break
                 await asyncio.sleep(0)
             self.core.complete_load(index, state)
-            log.info(
+            log.log(
+                logging.INFO if state.groups or state.offsets else logging.DEBUG,
                 "loaded %s-%d: %d groups with state, %d with offsets",
                 OFFSETS_TOPIC,
                 index,
@@ -321,8 +322,9 @@ class GroupCoordinator:
                 timeout = max(0.0, deadline / 1000 - self._broker.clock())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
-            self._wake.clear()
             self._perform(self.core.tick())
+            # Cleared after the tick: its own effects need no second look.
+            self._wake.clear()
 
     async def _expire_periodically(self) -> None:
         interval = self._broker.config.get("offsets.retention.check.interval.ms") / 1000

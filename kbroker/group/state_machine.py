@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import enum
 import heapq
+import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ from kbroker.group.offsets_store import (
     partition_for,
 )
 from wire.errors import DecodeError, ErrorCode
+
+log = logging.getLogger(__name__)
 
 Protocols = tuple[tuple[str, bytes], ...]
 TopicPartition = tuple[str, int]
@@ -147,12 +150,12 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class StoreGroup:
-    """Persist ``value`` (None: a tombstone) under ``GroupKey(group_id)``, then call
+    """Persist ``value`` under ``GroupKey(group_id)``, then call
     ``group_stored(store_id, error)``."""
 
     store_id: int
     group_id: str
-    value: GroupValue | None
+    value: GroupValue
 
 
 Effect = Reply | StoreGroup
@@ -726,6 +729,14 @@ class GroupStateMachine:
         else:
             group.join_deadline_ms = now + group.rebalance_timeout_ms()
             group.initial_delay_remaining_ms = None
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            log.info(
+                "group %s: rebalance from %s, generation %d, %d members",
+                group.group_id,
+                group.state.value,
+                group.generation,
+                len(group.members),
+            )
         group.transition(GroupState.PREPARING_REBALANCE, now)
 
     def _reset_sync(self, group: _Group, error: ErrorCode, effects: list[Effect]) -> None:
@@ -760,6 +771,14 @@ class GroupStateMachine:
             return
         group.protocol_name = self._select_protocol(group)
         group.transition(GroupState.COMPLETING_REBALANCE, now)
+        log.info(
+            "group %s: generation %d with %d members, protocol %s, leader %s",
+            group.group_id,
+            group.generation,
+            len(group.members),
+            group.protocol_name,
+            group.leader_id,
+        )
         for member in group.members.values():
             assert member.join_token is not None
             effects.append(Reply(member.join_token, self._join_result(group, member)))
@@ -797,6 +816,7 @@ class GroupStateMachine:
             member.sync_token = None
 
     def _remove_member(self, group: _Group, member: _Member, effects: list[Effect]) -> None:
+        log.info("group %s: member %s removed", group.group_id, member.member_id)
         self._fail_pending(member, ErrorCode.UNKNOWN_MEMBER_ID, effects)
         del group.members[member.member_id]
         if member.group_instance_id is not None:

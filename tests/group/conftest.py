@@ -1,14 +1,28 @@
-"""A driver for the pure group state machine: a fake clock, numbered request tokens, and the
-effects performed the way the coordinator shell performs them (stores acknowledged at once
-unless a test says otherwise)."""
+"""Fixtures of the group tests.
+
+- A driver for the pure group state machine: a fake clock, numbered request tokens, and the
+  effects performed the way the coordinator shell performs them (stores acknowledged at once
+  unless a test says otherwise).
+- In-process brokers on free ports, and a real ZooKeeper server (Debian's package).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
 
+from kbroker.broker import Broker
+from kbroker.client import BrokerConnection
+from kbroker.config import BrokerConfig
 from kbroker.group.offsets_store import GroupValue, LoadedState
 from kbroker.group.state_machine import (
     Effect,
@@ -41,7 +55,7 @@ class Driver:
     sm: GroupStateMachine
     clock: FakeClock
     replies: dict[int, JoinResult | SyncResult] = field(default_factory=dict)
-    stored: list[tuple[str, GroupValue | None]] = field(default_factory=list)
+    stored: list[tuple[str, GroupValue]] = field(default_factory=list)
     held_stores: list[StoreGroup] = field(default_factory=list)
     hold_stores: bool = False
     next_token: int = 0
@@ -200,3 +214,89 @@ def make_driver() -> Callable[..., Driver]:
 @pytest.fixture
 def d(make_driver: Callable[..., Driver]) -> Driver:
     return make_driver()
+
+
+# --- an in-process broker, and a real ZooKeeper ---------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+StartBroker = Callable[..., Awaitable[Broker]]
+
+
+@pytest.fixture
+async def start_broker(tmp_path: Path) -> AsyncIterator[StartBroker]:
+    """Start brokers on free ports sharing one log directory (a restart is a second start)."""
+    started: list[Broker] = []
+
+    async def start(clock: Callable[[], float] = time.time, **overrides: str) -> Broker:
+        props = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+            "log.dirs": str(tmp_path / "data"),
+            "offsets.topic.num.partitions": "3",
+            "group.initial.rebalance.delay.ms": "0",
+            **overrides,
+        }
+        broker = Broker(BrokerConfig.from_properties(props), clock=clock)
+        await broker.start()
+        await broker.group_coordinator.wait_loaded()
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        await broker.stop()
+
+
+async def connect(broker: Broker) -> BrokerConnection:
+    return await BrokerConnection.open(("127.0.0.1", broker.port), "group-tests", 10)
+
+
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+
+@pytest.fixture
+def zookeeper(tmp_path: Path) -> Iterator[str]:
+    """A standalone ZooKeeper from Debian's zookeeper package on a free port; its address."""
+    java = shutil.which("java")
+    if java is None or not ZOOKEEPER_JAR.exists():
+        pytest.skip("ZooKeeper (Debian package zookeeper) and java are needed")
+    port = free_port()
+    data = tmp_path / "zookeeper"
+    data.mkdir()
+    log = (tmp_path / "zookeeper.log").open("w")
+    process = subprocess.Popen(
+        [java, "-cp", str(ZOOKEEPER_JAR), ZOOKEEPER_MAIN, str(port), str(data)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            client = KazooClient(hosts=address, timeout=2)
+            try:
+                client.start(timeout=2)
+                client.stop()
+                client.close()
+                break
+            except KazooTimeoutError:
+                client.close()
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(
+                        f"ZooKeeper did not start: {(tmp_path / 'zookeeper.log').read_text()}"
+                    )
+        yield address
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+        log.close()

@@ -4,20 +4,18 @@ committed state across a restart."""
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from kbroker.broker import Broker
 from kbroker.client import BrokerConnection
-from kbroker.config import BrokerConfig
 from kbroker.group.consumer_protocol import encode_subscription
 from kbroker.group.offsets_store import OFFSETS_TOPIC
+from tests.group.conftest import StartBroker, connect
 from wire.api_keys import ApiKey
-from wire.errors import ErrorCode
+from wire.errors import ErrorCode, KafkaError
 from wire.messages.delete_groups_request import DeleteGroupsRequest
 from wire.messages.describe_groups_request import DescribeGroupsRequest
 from wire.messages.find_coordinator_request import FindCoordinatorRequest
@@ -44,42 +42,6 @@ from wire.messages.offset_fetch_request import (
 from wire.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
 
 TOPIC = "events"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-StartBroker = Callable[..., Awaitable[Broker]]
-
-
-@pytest.fixture
-async def start_broker(tmp_path: Path) -> AsyncIterator[StartBroker]:
-    started: list[Broker] = []
-
-    async def start(**overrides: str) -> Broker:
-        props = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
-            "log.dirs": str(tmp_path / "data"),
-            "offsets.topic.num.partitions": "3",
-            "group.initial.rebalance.delay.ms": "0",
-            **overrides,
-        }
-        broker = Broker(BrokerConfig.from_properties(props))
-        await broker.start()
-        await broker.group_coordinator.wait_loaded()
-        started.append(broker)
-        return broker
-
-    yield start
-    for broker in started:
-        await broker.stop()
-
-
-async def connect(broker: Broker) -> BrokerConnection:
-    return await BrokerConnection.open(("127.0.0.1", broker.port), "group-tests", 10)
 
 
 @pytest.fixture
@@ -477,3 +439,64 @@ async def test_pending_join_is_answered_on_shutdown(start_broker: StartBroker) -
     assert first.error_code == ErrorCode.NONE
     await conn.close()
     await other.close()
+
+
+async def test_expired_offsets_stay_gone_after_restart(start_broker: StartBroker) -> None:
+    now = [1_700_000_000.0]
+    broker = await start_broker(clock=lambda: now[0], **{"offsets.retention.minutes": "1"})
+    await broker.metadata.create_topic(TOPIC, 1, 1)
+    conn = await connect(broker)
+    await conn.call(ApiKey.OFFSET_COMMIT, 2, _commit_request(2, "brief", {(TOPIC, 0): 4}))
+    now[0] += 59
+    broker.group_coordinator.expire_offsets()
+    assert (await _fetch(conn, 3, "brief"))[(TOPIC, 0)][0] == 4
+    now[0] += 1
+    broker.group_coordinator.expire_offsets()
+    assert (await _fetch(conn, 3, "brief"))[(TOPIC, 0)][0] == -1
+    await conn.close()
+    await broker.stop()
+    again = await start_broker()
+    conn = await connect(again)
+    assert (await _fetch(conn, 3, "brief"))[(TOPIC, 0)][0] == -1
+    assert again.group_coordinator.core.describe("brief") is None
+    await conn.close()
+
+
+@pytest.mark.parametrize(("version", "skip"), [(5, False), (9, True)])
+async def test_static_leader_rejoin_skip_assignment_only_from_v9(
+    conn: BrokerConnection, version: int, skip: bool
+) -> None:
+    joined = await _join(conn, version, group_instance_id="solo")
+    await conn.call(
+        ApiKey.SYNC_GROUP,
+        3,
+        SyncGroupRequest(
+            group_id="g",
+            generation_id=joined.generation_id,
+            member_id=joined.member_id,
+            group_instance_id="solo",
+            assignments=[SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"a")],
+        ),
+    )
+    again = await _join(conn, version, group_instance_id="solo")
+    assert again.error_code == ErrorCode.NONE
+    assert again.generation_id == joined.generation_id
+    assert again.skip_assignment is skip
+    assert again.leader == again.member_id != joined.member_id
+
+
+async def test_failed_offsets_write_is_reported_as_a_coordinator_error(
+    broker: Broker, conn: BrokerConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    coordinator = broker.group_coordinator
+    index = coordinator.core.partition_for("g")
+    partition = broker.partition(OFFSETS_TOPIC, index)
+    assert partition is not None
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    monkeypatch.setattr(partition, "append", fail)
+    response = await conn.call(ApiKey.OFFSET_COMMIT, 2, _commit_request(2, "g", {(TOPIC, 0): 1}))
+    assert response.topics[0].partitions[0].error_code == ErrorCode.NOT_COORDINATOR
+    assert (await _fetch(conn, 3, "g"))[(TOPIC, 0)][0] == -1

@@ -30,7 +30,7 @@ def test_member_id_handshake_then_first_generation(d: Driver) -> None:
     assert sync.assignment == b"a1"
     assert d.state() is GroupState.STABLE
     group_id, value = d.stored[-1]
-    assert group_id == "g" and value is not None
+    assert group_id == "g"
     assert value.generation == 1 and value.protocol == "range" and value.leader == "app-1"
     assert [(m.member_id, m.subscription, m.assignment) for m in value.members] == [
         ("app-1", b"sub-range", b"a1")
@@ -351,7 +351,7 @@ def test_leave_rebalances_and_last_leave_empties_the_group(d: Driver) -> None:
     d.leave((a, None))
     assert d.state() is GroupState.EMPTY
     _, value = d.stored[-1]
-    assert value is not None and value.generation == gen + 2 and value.members == ()
+    assert value.generation == gen + 2 and value.members == ()
 
 
 def test_leave_of_a_member_awaiting_join_answers_its_join(d: Driver) -> None:
@@ -418,7 +418,6 @@ def test_static_member_restart_keeps_its_place_without_rebalance(d: Driver) -> N
     )
     assert d.sm.validate_commit("g", follower, "i-2", gen, 8) == ErrorCode.FENCED_INSTANCE_ID
     _, value = d.stored[-1]
-    assert value is not None
     assert {m.member_id for m in value.members} == {leader, rejoin.member_id}
 
 

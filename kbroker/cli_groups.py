@@ -1,0 +1,490 @@
+"""``kbroker groups``: consumer groups and their committed offsets, over the Kafka protocol.
+
+- ``list``: every group on every broker, with its protocol type and state.
+- ``describe GROUP``: like ``kafka-consumer-groups --describe``: per partition the committed
+  offset, the log end offset, the lag, and the member that owns the partition (member id,
+  host, client id), from the members' "consumer" protocol assignments.
+- ``reset-offsets GROUP``: to the earliest or latest offset, a given offset, or the first
+  offset at or after a time. Prints the plan; ``--execute`` commits it. The group must have no
+  active members (the broker refuses commits without membership otherwise).
+- ``import-zk-offsets``: offsets kept in ZooKeeper by consumers of the original design
+  (``/consumers/<group>/offsets/<topic>/<partition>``, the decimal next offset to read) are
+  committed into ``__consumer_offsets``, so those consumers can move to stock clients without
+  reprocessing or skipping records. Prints the plan; ``--execute`` commits it.
+
+Every command takes ``--bootstrap-server HOST:PORT[,HOST:PORT]`` and ``--json``. Exit status:
+0 on success, 1 when the operation failed (the reason on stderr), 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kbroker.client import EARLIEST, LATEST, KafkaClient, TopicPartition
+from kbroker.group.consumer_protocol import PROTOCOL_TYPE, assigned_partitions
+from kbroker.ops.admin import OpsError, describe_kafka_error, parse_bootstrap
+from kbroker.ops.output import emit_json, table
+from wire.errors import DecodeError, ErrorCode, KafkaError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+DEFAULT_BOOTSTRAP = "localhost:9092"
+ZK_CONSUMERS = "/consumers"
+# States in which a group has members, so offsets cannot be changed from outside.
+ACTIVE_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable")
+
+Command = Callable[[argparse.Namespace, KafkaClient], Awaitable[int]]
+
+
+# --- pure helpers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LagRow:
+    topic: str
+    partition: int
+    committed: int | None
+    log_end: int
+    member_id: str
+    host: str
+    client_id: str
+
+    @property
+    def lag(self) -> int | None:
+        return None if self.committed is None else max(self.log_end - self.committed, 0)
+
+
+def lag_rows(
+    committed: dict[TopicPartition, tuple[int, str]],
+    log_ends: dict[TopicPartition, int],
+    owners: dict[TopicPartition, tuple[str, str, str]],
+) -> list[LagRow]:
+    """One row per partition that has a committed offset or an owner."""
+    rows = []
+    for tp in sorted(set(committed) | set(owners)):
+        member_id, host, client_id = owners.get(tp, ("", "", ""))
+        offset = committed.get(tp)
+        rows.append(
+            LagRow(
+                tp[0],
+                tp[1],
+                None if offset is None else offset[0],
+                log_ends.get(tp, 0),
+                member_id,
+                host,
+                client_id,
+            )
+        )
+    return rows
+
+
+def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
+    """``topic`` or ``topic:0,2,5``."""
+    topic, sep, partitions = spec.partition(":")
+    if not topic:
+        raise argparse.ArgumentTypeError(f"no topic in {spec!r}")
+    if not sep:
+        return topic, None
+    try:
+        return topic, sorted({int(p) for p in partitions.split(",") if p})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad partition list in {spec!r}") from None
+
+
+def parse_datetime(text: str) -> int:
+    """ISO 8601 to epoch milliseconds; a time without a zone is UTC."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 date-time: {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def clamp(offset: int, earliest: int, latest: int) -> int:
+    """Kafka's reset tool keeps targets within the log."""
+    return min(max(offset, earliest), latest)
+
+
+def parse_zk_offset(data: bytes) -> int:
+    """A ZooKeeper offset node holds the offset as decimal text."""
+    text = data.decode("ascii").strip()
+    if not text.lstrip("-").isdigit():
+        raise ValueError(f"not an offset: {text!r}")
+    return int(text)
+
+
+# --- plumbing -------------------------------------------------------------------------------
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap-server",
+        default=DEFAULT_BOOTSTRAP,
+        metavar="HOST:PORT",
+        help=f"broker(s) to connect to, comma-separated (default {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, metavar="SECONDS", help="time limit per request"
+    )
+
+
+def _run(command: Command) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        async def main() -> int:
+            bootstrap = parse_bootstrap(args.bootstrap_server)
+            async with KafkaClient(bootstrap, timeout=args.timeout) as client:
+                return await command(args, client)
+
+        try:
+            return asyncio.run(main())
+        except OpsError as exc:
+            message = str(exc)
+        except KafkaError as exc:
+            message = describe_kafka_error(exc)
+        except (OSError, TimeoutError) as exc:
+            message = f"cannot reach {args.bootstrap_server}: {exc or type(exc).__name__}"
+        print(f"kbroker: error: {message}", file=sys.stderr)
+        return EXIT_FAILED
+
+    return run
+
+
+async def _state(client: KafkaClient, group: str) -> tuple[str, Any]:
+    described = await client.describe_group(group)
+    return described.group_state, described
+
+
+def _owners(described: Any) -> dict[TopicPartition, tuple[str, str, str]]:
+    owners: dict[TopicPartition, tuple[str, str, str]] = {}
+    if described.protocol_type != PROTOCOL_TYPE:
+        return owners
+    for member in described.members:
+        try:
+            assignment = assigned_partitions(member.member_assignment)
+        except DecodeError:
+            continue
+        for topic, partitions in assignment.items():
+            for p in partitions:
+                owners[(topic, p)] = (member.member_id, member.client_host, member.client_id)
+    return owners
+
+
+async def _commit_plan(
+    client: KafkaClient, group: str, plan: dict[TopicPartition, int]
+) -> dict[TopicPartition, ErrorCode]:
+    state, _ = await _state(client, group)
+    if state in ACTIVE_STATES:
+        raise OpsError(
+            f"group {group!r} is {state}: offsets can only be changed while it has no members"
+        )
+    errors = await client.commit(group, {tp: (offset, "") for tp, offset in plan.items()})
+    failed = {tp: e for tp, e in errors.items() if e != ErrorCode.NONE}
+    if failed:
+        detail = ", ".join(f"{t}-{p}: {e.name}" for (t, p), e in sorted(failed.items()))
+        raise OpsError(f"commit to {group!r} failed for {detail}")
+    return errors
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+async def _list(args: argparse.Namespace, client: KafkaClient) -> int:
+    groups = await client.list_groups()
+    if args.state:
+        wanted = {s.lower() for s in args.state}
+        groups = [g for g in groups if g[2].lower() in wanted]
+    if args.json:
+        emit_json([{"group": g, "protocol_type": t, "state": s} for g, t, s in groups])
+    else:
+        print(table(("GROUP", "PROTOCOL-TYPE", "STATE"), groups))
+    return EXIT_OK
+
+
+async def _describe(args: argparse.Namespace, client: KafkaClient) -> int:
+    state, described = await _state(client, args.group)
+    committed = await client.committed(args.group)
+    owners = _owners(described)
+    partitions = sorted(set(committed) | set(owners))
+    ends = await client.list_offsets(partitions, LATEST) if partitions else {}
+    rows = lag_rows(committed, ends, owners)
+    if args.json:
+        emit_json(
+            {
+                "group": args.group,
+                "state": state,
+                "protocol_type": described.protocol_type,
+                "protocol": described.protocol_data,
+                "partitions": [
+                    {
+                        "topic": r.topic,
+                        "partition": r.partition,
+                        "committed_offset": r.committed,
+                        "log_end_offset": r.log_end,
+                        "lag": r.lag,
+                        "member_id": r.member_id or None,
+                        "host": r.host or None,
+                        "client_id": r.client_id or None,
+                    }
+                    for r in rows
+                ],
+            }
+        )
+        return EXIT_OK
+    members = len(described.members)
+    print(f"Group {args.group}: state {state}, {members} member{'s' if members != 1 else ''}")
+    print(
+        table(
+            (
+                "TOPIC",
+                "PARTITION",
+                "CURRENT-OFFSET",
+                "LOG-END-OFFSET",
+                "LAG",
+                "CONSUMER-ID",
+                "HOST",
+                "CLIENT-ID",
+            ),
+            [
+                (
+                    r.topic,
+                    r.partition,
+                    "-" if r.committed is None else r.committed,
+                    r.log_end,
+                    "-" if r.lag is None else r.lag,
+                    r.member_id or "-",
+                    r.host or "-",
+                    r.client_id or "-",
+                )
+                for r in rows
+            ],
+        )
+    )
+    return EXIT_OK
+
+
+async def _selected_partitions(
+    client: KafkaClient, args: argparse.Namespace, committed: Iterable[TopicPartition]
+) -> list[TopicPartition]:
+    if args.all_topics:
+        topics = sorted({t for t, _ in committed})
+        existing = await client.partitions(topics) if topics else {}
+        return [(t, p) for t in topics for p in existing.get(t, [])]
+    specs = [parse_topic_spec(s) for s in args.topic]
+    existing = await client.partitions(sorted({t for t, _ in specs}))
+    selected: list[TopicPartition] = []
+    for topic, partitions in specs:
+        if topic not in existing:
+            raise OpsError(f"topic {topic!r} does not exist")
+        for p in partitions if partitions is not None else existing[topic]:
+            if p not in existing[topic]:
+                raise OpsError(f"topic {topic!r} has no partition {p}")
+            selected.append((topic, p))
+    return sorted(set(selected))
+
+
+async def _reset(args: argparse.Namespace, client: KafkaClient) -> int:
+    committed = await client.committed(args.group)
+    partitions = await _selected_partitions(client, args, committed)
+    if not partitions:
+        raise OpsError("no partitions selected")
+    earliest = await client.list_offsets(partitions, EARLIEST)
+    latest = await client.list_offsets(partitions, LATEST)
+    if args.to_earliest:
+        targets = earliest
+    elif args.to_latest:
+        targets = latest
+    elif args.to_offset is not None:
+        targets = dict.fromkeys(partitions, args.to_offset)
+    else:
+        timestamp = args.to_timestamp if args.to_timestamp is not None else args.to_datetime
+        by_time = await client.list_offsets(partitions, timestamp)
+        # No record that recent: the end of the log, as Kafka's tool does.
+        targets = {tp: latest[tp] if o < 0 else o for tp, o in by_time.items()}
+    plan = {tp: clamp(targets[tp], earliest[tp], latest[tp]) for tp in partitions}
+    if args.execute:
+        await _commit_plan(client, args.group, plan)
+    _print_plan(args, plan, committed, "reset" if args.execute else "dry run")
+    return EXIT_OK
+
+
+def _print_plan(
+    args: argparse.Namespace,
+    plan: dict[TopicPartition, int],
+    committed: dict[TopicPartition, tuple[int, str]],
+    result: str,
+    group: str | None = None,
+) -> None:
+    rows = [
+        (
+            group or args.group,
+            t,
+            p,
+            committed[(t, p)][0] if (t, p) in committed else "-",
+            offset,
+        )
+        for (t, p), offset in sorted(plan.items())
+    ]
+    if args.json:
+        emit_json(
+            {
+                "result": result,
+                "offsets": [
+                    {"group": g, "topic": t, "partition": p, "current": c, "new": n}
+                    for g, t, p, c, n in rows
+                ],
+            }
+        )
+        return
+    print(table(("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"), rows))
+    if result == "dry run":
+        print("(dry run: nothing committed; add --execute to apply)")
+
+
+def read_zk_offsets(
+    zookeeper: str, group: str | None, timeout: float
+) -> dict[str, dict[TopicPartition, int]]:
+    """Group -> (topic, partition) -> offset from ``/consumers`` in ZooKeeper."""
+    # Only this command needs ZooKeeper; importing kazoo here keeps the other commands free of
+    # it.
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
+
+    zk = KazooClient(hosts=zookeeper, timeout=timeout, read_only=True)
+    zk.start(timeout=timeout)
+    found: dict[str, dict[TopicPartition, int]] = {}
+    try:
+        groups = [group] if group is not None else sorted(zk.get_children(ZK_CONSUMERS))
+        for g in groups:
+            base = f"{ZK_CONSUMERS}/{g}/offsets"
+            try:
+                topics = zk.get_children(base)
+            except NoNodeError:
+                continue
+            for topic in sorted(topics):
+                for child in zk.get_children(f"{base}/{topic}"):
+                    if not child.isdigit():
+                        continue
+                    data, _ = zk.get(f"{base}/{topic}/{child}")
+                    found.setdefault(g, {})[(topic, int(child))] = parse_zk_offset(data)
+    except NoNodeError:
+        return {}
+    finally:
+        zk.stop()
+        zk.close()
+    return found
+
+
+async def _import_zk(args: argparse.Namespace, client: KafkaClient) -> int:
+    loop = asyncio.get_running_loop()
+    try:
+        stored = await loop.run_in_executor(
+            None, read_zk_offsets, args.zookeeper, args.group, args.timeout
+        )
+    except ValueError as exc:
+        raise OpsError(f"unreadable offset in ZooKeeper: {exc}") from None
+    except Exception as exc:  # kazoo's connection errors share no base class with OSError
+        raise OpsError(f"cannot read offsets from ZooKeeper at {args.zookeeper}: {exc}") from None
+    if not stored:
+        raise OpsError(f"no consumer offsets under {ZK_CONSUMERS} in {args.zookeeper}")
+    existing = await client.partitions(
+        sorted({t for offsets in stored.values() for t, _ in offsets})
+    )
+    report: list[dict[str, Any]] = []
+    rows = []
+    for g, offsets in sorted(stored.items()):
+        known = {tp: o for tp, o in offsets.items() if tp[1] in existing.get(tp[0], [])}
+        skipped = sorted(set(offsets) - set(known))
+        committed = await client.committed(g) if known else {}
+        if args.execute and known:
+            await _commit_plan(client, g, known)
+        for (t, p), offset in sorted(offsets.items()):
+            current = committed[(t, p)][0] if (t, p) in committed else None
+            note = "topic or partition missing" if (t, p) in skipped else ""
+            rows.append((g, t, p, "-" if current is None else current, offset, note or "-"))
+            report.append(
+                {
+                    "group": g,
+                    "topic": t,
+                    "partition": p,
+                    "current": current,
+                    "zookeeper": offset,
+                    "skipped": bool(note),
+                }
+            )
+    result = "imported" if args.execute else "dry run"
+    if args.json:
+        emit_json({"result": result, "offsets": report})
+        return EXIT_OK
+    print(
+        table(("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "ZOOKEEPER-OFFSET", "NOTE"), rows)
+    )
+    if not args.execute:
+        print("(dry run: nothing committed; add --execute to apply)")
+    return EXIT_OK
+
+
+# --- registration ---------------------------------------------------------------------------
+
+
+def register(sub: Any) -> None:
+    """Add ``groups`` to ``kbroker``'s subcommands."""
+    groups = sub.add_parser("groups", help="consumer groups: list, describe, reset and import")
+    actions = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    listing = actions.add_parser("list", help="all groups with their state")
+    _common(listing)
+    listing.add_argument(
+        "--state", action="append", default=[], help="only groups in this state (repeatable)"
+    )
+    listing.set_defaults(func=_run(_list))
+
+    describe = actions.add_parser("describe", help="committed offsets, log ends, lag, owners")
+    describe.add_argument("group")
+    _common(describe)
+    describe.set_defaults(func=_run(_describe))
+
+    reset = actions.add_parser(
+        "reset-offsets", help="move a group's committed offsets (dry run unless --execute)"
+    )
+    reset.add_argument("group")
+    _common(reset)
+    scope = reset.add_mutually_exclusive_group(required=True)
+    scope.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC[:P,P]",
+        help="a topic, or some of its partitions (repeatable)",
+    )
+    scope.add_argument(
+        "--all-topics", action="store_true", help="every topic the group has offsets for"
+    )
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true")
+    target.add_argument("--to-latest", action="store_true")
+    target.add_argument("--to-offset", type=int, metavar="OFFSET")
+    target.add_argument("--to-timestamp", type=int, metavar="EPOCH-MS")
+    target.add_argument(
+        "--to-datetime", type=parse_datetime, metavar="ISO-8601", help="UTC unless a zone is given"
+    )
+    reset.add_argument("--execute", action="store_true", help="commit the new offsets")
+    reset.set_defaults(func=_run(_reset))
+
+    zk = actions.add_parser(
+        "import-zk-offsets",
+        help="commit offsets kept in ZooKeeper by old consumers (dry run unless --execute)",
+    )
+    _common(zk)
+    zk.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]")
+    zk.add_argument("--group", help="only this group (default: every group in ZooKeeper)")
+    zk.add_argument("--execute", action="store_true", help="commit the offsets")
+    zk.set_defaults(func=_run(_import_zk))
