@@ -71,8 +71,8 @@ class Settings:
 
 
 @contextmanager
-def own_broker() -> Iterator[str]:
-    """Start a kbroker on a temporary log directory; yields its bootstrap address."""
+def own_broker() -> Iterator[Any]:
+    """Start a kbroker on a temporary log directory; yields its BrokerProcess."""
     # Run as a script, the repository root is not on sys.path; the launcher lives there.
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
@@ -82,7 +82,7 @@ def own_broker() -> Iterator[str]:
     broker = BrokerProcess(work)
     try:
         broker.start(timeout=30.0)
-        yield broker.bootstrap
+        yield broker
     finally:
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -322,8 +322,8 @@ def main(argv: list[str] | None = None) -> None:
         settings = settings_for(args.bootstrap)
         results = run(settings, args.client)
     else:
-        with own_broker() as bootstrap:
-            settings = settings_for(bootstrap)
+        with own_broker() as broker:
+            settings = settings_for(broker.bootstrap)
             results = run(settings, args.client)
     report(settings, args.client, results)
     if args.json:

