@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kbroker.group.state_machine import GroupState, JoinRequest, SyncRequest
+from kbroker.server.connection import CLIENT_HOST
 from wire.errors import ErrorCode
 from wire.messages.delete_groups_request import DeleteGroupsRequest
 from wire.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse
@@ -52,8 +53,6 @@ FIRST_BATCHED_LEAVE_VERSION = 3
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 OPERATIONS_NOT_REQUESTED = -(2**31)
 CLASSIC_GROUP_TYPE = "classic"
-# Client hosts are not passed to handlers yet; Kafka shows "/<address>".
-UNKNOWN_CLIENT_HOST = "/"
 
 
 async def handle_find_coordinator(
@@ -106,7 +105,7 @@ async def handle_join_group(
             member_id=request.member_id,
             group_instance_id=request.group_instance_id,
             client_id=header.client_id or "",
-            client_host=UNKNOWN_CLIENT_HOST,
+            client_host=CLIENT_HOST.get(),
             session_timeout_ms=request.session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout,
             protocol_type=request.protocol_type,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import logging
 import socket
 from collections.abc import Awaitable, Callable
@@ -43,6 +44,12 @@ VersionRejector = Callable[[RequestHeader], object | None]
 # Below this size a region is read with pread and written with the response
 # header in one go: a sendfile round trip costs more than the copy.
 SENDFILE_MIN_BYTES = 64 * 1024
+
+
+# The address of the client whose request is being handled, as Kafka shows it
+# ("/127.0.0.1"): group members report it (DescribeGroups client_host). Each
+# connection's worker task runs in its own context, so handlers see their own.
+CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="/")
 
 
 class CloseConnection(Exception):
@@ -79,6 +86,7 @@ class KafkaConnection(asyncio.Protocol):
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self.peer = "?"
+        self._client_host = "/"
 
     # asyncio.Protocol callbacks
 
@@ -87,6 +95,7 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._client_host = f"/{peer[0]}" if peer else "/"
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -168,6 +177,7 @@ class KafkaConnection(asyncio.Protocol):
 
     async def _serve(self) -> None:
         assert self._transport is not None
+        CLIENT_HOST.set(self._client_host)
         try:
             while (frame := await self._next_frame()) is not None:
                 if not await self._serve_one(frame):

@@ -314,9 +314,9 @@ async def test_describe_groups(conn: BrokerConnection, version: int) -> None:
         "consumer",
         "range",
     )
-    assert [(m.member_id, m.client_id, m.member_assignment) for m in described.members] == [
-        (joined.member_id, "group-tests", b"a")
-    ]
+    assert [
+        (m.member_id, m.client_id, m.client_host, m.member_assignment) for m in described.members
+    ] == [(joined.member_id, "group-tests", "/127.0.0.1", b"a")]
     assert (unknown.error_code, unknown.group_state) == (ErrorCode.NONE, "Dead")
     if version >= 3:
         assert described.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
