@@ -27,7 +27,7 @@ from kbroker.config import (
 )
 from kbroker.config_defs import BROKER_DEFS, TOPIC_DEFS, ConfigDef, ConfigSource, ConfigType
 from wire.errors import ErrorCode, KafkaError
-from wire.messages.alter_configs_request import AlterConfigsRequest
+from wire.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
 from wire.messages.alter_configs_response import (
     AlterConfigsResourceResponse,
     AlterConfigsResponse,
@@ -42,6 +42,9 @@ from wire.messages.describe_configs_response import (
 from wire.messages.incremental_alter_configs_request import (
     AlterableConfig,
     IncrementalAlterConfigsRequest,
+)
+from wire.messages.incremental_alter_configs_request import (
+    AlterConfigsResource as IncrementalResource,
 )
 from wire.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse as IncrementalResourceResponse,
@@ -191,6 +194,17 @@ def _duplicate_resources(resources: list[tuple[int, str]]) -> set[tuple[int, str
     return {key for key, count in Counter(resources).items() if count > 1}
 
 
+def _check_unique(
+    resource: AlterConfigsResource | IncrementalResource, duplicates: set[tuple[int, str]]
+) -> None:
+    """Kafka refuses a resource named twice in a request, or a config twice in a resource."""
+    if (resource.resource_type, resource.resource_name) in duplicates:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Resource is named more than once")
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "A config is given more than once")
+
+
 async def handle_alter_configs(
     broker: Broker, header: RequestHeader, request: AlterConfigsRequest, version: int
 ) -> AlterConfigsResponse:
@@ -205,11 +219,7 @@ async def handle_alter_configs(
             error_message=None,
         )
         try:
-            if (resource.resource_type, resource.resource_name) in duplicates:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Resource is named more than once")
-            names = [c.name for c in resource.configs]
-            if len(set(names)) != len(names):
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "A config is given more than once")
+            _check_unique(resource, duplicates)
             await _replace_configs(
                 broker,
                 resource.resource_type,
@@ -350,11 +360,7 @@ async def handle_incremental_alter_configs(
             error_message=None,
         )
         try:
-            if (resource.resource_type, resource.resource_name) in duplicates:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Resource is named more than once")
-            names = [c.name for c in resource.configs]
-            if len(set(names)) != len(names):
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "A config is given more than once")
+            _check_unique(resource, duplicates)
             await _alter_incrementally(
                 broker,
                 resource.resource_type,
