@@ -12,9 +12,15 @@ Layout of each log directory (`log.dirs`):
       <count>
       <topic> <partition> <offset>       count lines
 
+- `recovery-point-offset-checkpoint` the same format: per log, the offset below which every
+  byte was fsynced; written by `flush_due()` when one moved and at shutdown. After an unclean
+  shutdown only the segments from the one holding the recovery point are validated;
+- `cleaner-offset-checkpoint` the same format, written by the log cleaner (cleaner.py);
 - `<topic>-<partition>.<hex>-delete/` a deleted partition being removed; removed at start-up
   if a crash interrupted the removal.
 A new partition goes to the log directory holding the fewest partitions (Kafka's rule).
+Logs are opened lazily (segment.py's LazySegment): start-up cost does not grow with the
+number of sealed segments.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 DELETE_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
@@ -92,7 +99,8 @@ class LogManager:
         self._clock = clock
         self._config_for = config_for or (lambda _topic, _partition: LogConfig())
         self._logs: dict[TopicPartition, PartitionLog] = {}
-        self._checkpointed_starts: dict[Path, dict[TopicPartition, int]] = {}
+        # (checkpoint file name, log dir) -> the entries last written there.
+        self._checkpointed: dict[tuple[str, Path], dict[TopicPartition, int]] = {}
 
     @property
     def dirs(self) -> list[Path]:
@@ -127,6 +135,7 @@ class LogManager:
             marker = log_dir / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
             starts = read_offset_checkpoint(log_dir / LOG_START_CHECKPOINT)
+            points = read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
             for child in sorted(log_dir.iterdir()):
                 if not child.is_dir():
                     continue
@@ -144,8 +153,11 @@ class LogManager:
                     recover=not clean,
                     clock=self._clock,
                     log_start_offset=starts.get(tp),
+                    recovery_point=points.get(tp),
+                    lazy=True,
                 )
-            self._checkpointed_starts[log_dir] = starts
+            self._checkpointed[(LOG_START_CHECKPOINT, log_dir)] = starts
+            self._checkpointed[(RECOVERY_POINT_CHECKPOINT, log_dir)] = points
             unlink_quietly(marker)
             fsync_dir(log_dir)
 
@@ -176,30 +188,34 @@ class LogManager:
         shutil.rmtree(doomed, ignore_errors=True)
 
     def flush_due(self) -> None:
-        """Periodic duty: flush the logs whose flush.ms elapsed, close retired segment
-        files, checkpoint moved log start offsets."""
+        """Periodic duty: flush the logs whose flush.ms elapsed, unlink `.deleted` files
+        whose delay elapsed, checkpoint moved log start offsets and recovery points."""
         for plog in self._logs.values():
             plog.maybe_flush()
-        self._checkpoint_log_starts(only_if_changed=True)
+        self._checkpoint_all(only_if_changed=True)
 
-    def _checkpoint_log_starts(self, *, only_if_changed: bool) -> None:
+    def _checkpoint_all(self, *, only_if_changed: bool) -> None:
+        self._checkpoint(LOG_START_CHECKPOINT, "log_start_offset", only_if_changed)
+        self._checkpoint(RECOVERY_POINT_CHECKPOINT, "recovery_point", only_if_changed)
+
+    def _checkpoint(self, name: str, attribute: str, only_if_changed: bool) -> None:
         per_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self._dirs}
         for tp, plog in self._logs.items():
             parent = plog.directory.parent
             if parent in per_dir:
-                per_dir[parent][tp] = plog.log_start_offset
+                per_dir[parent][tp] = getattr(plog, attribute)
         for log_dir, entries in per_dir.items():
-            if only_if_changed and self._checkpointed_starts.get(log_dir) == entries:
+            if only_if_changed and self._checkpointed.get((name, log_dir)) == entries:
                 continue
-            write_offset_checkpoint(log_dir / LOG_START_CHECKPOINT, entries)
-            self._checkpointed_starts[log_dir] = entries
+            write_offset_checkpoint(log_dir / name, entries)
+            self._checkpointed[(name, log_dir)] = entries
 
     def shutdown(self) -> None:
         """Flush and close every log, checkpoint log start offsets, then write the
         clean-shutdown markers (only after everything else is durable)."""
         for plog in self._logs.values():
             plog.close()
-        self._checkpoint_log_starts(only_if_changed=False)
+        self._checkpoint_all(only_if_changed=False)
         self._logs.clear()
         for log_dir in self._dirs:
             log_dir.mkdir(parents=True, exist_ok=True)

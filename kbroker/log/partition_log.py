@@ -5,10 +5,18 @@ Directory contents (formats in the modules named):
   offset_index.py, time_index.py), ordered by base offset; the last one is the active segment;
 - `leader-epoch-checkpoint` (leader_epochs.py);
 - `<20-digit offset>.snapshot` producer state snapshots (producer_snapshot.py);
-- `*.tmp` files are unfinished atomic replacements; they are deleted on open.
+- `*.tmp` files are unfinished atomic replacements; they are deleted on open;
+- `*.deleted`, `*.cleaned`, `*.swap` segment files in transition (segment.py, swap.py).
 
 The log start offset is held in memory and checkpointed by the LogManager (Kafka's
 `log-start-offset-checkpoint`); without a checkpoint it is the first segment's base offset.
+So is the recovery point (`recovery-point-offset-checkpoint`): every byte below it is fsynced.
+
+Segments leave the log (retention, DeleteRecords, truncation, replacement by a cleaned
+segment) by a rename to `<name>.deleted`; the files are unlinked file.delete.delay.ms later
+(`delete_expired_files`, or at close), leftovers at the next open. The log cleaner
+(cleaner.py) reads sealed segments from its own threads through its own file descriptors and
+swaps its output in through `replace_with_cleaned` on the owner's thread.
 
 Not thread-safe: one owner (the broker's event loop) calls it.
 """
@@ -16,6 +24,7 @@ Not thread-safe: one owner (the broker's event loop) calls it.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
@@ -28,7 +37,17 @@ from kbroker.log.fileio import TMP_SUFFIX, unlink_quietly
 from kbroker.log.leader_epochs import LeaderEpochCache
 from kbroker.log.log_config import LogConfig
 from kbroker.log.recovery import recover_segments
-from kbroker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment
+from kbroker.log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    LazySegment,
+    LogSegment,
+)
+from kbroker.log.swap import install_cleaned, resolve_leftovers
 from kbroker.producer_state import (
     BatchMetadata,
     ProducerBatch,
@@ -49,6 +68,7 @@ from wire.records.record import decode_batch
 log = logging.getLogger(__name__)
 
 NO_TIMESTAMP = -1
+LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -105,7 +125,10 @@ class PartitionLog:
         self.log_start_offset = segments[0].base_offset
         self._flushed_offset = self.log_end_offset
         self._last_flush_ms = self._now_ms()
-        self._retired: list[tuple[int, LogSegment]] = []
+        self._retired: list[tuple[int, LogSegment, list[Path]]] = []
+        # Every byte below this offset is on disk (fsynced): the recovery point (Kafka's
+        # recovery-point-offset-checkpoint, written by the LogManager).
+        self.recovery_point = self.log_end_offset
         # Set when open() had to scan and validate segments (unclean shutdown or bad indexes).
         self.recovered_segments: list[int] = []
 
@@ -120,28 +143,52 @@ class PartitionLog:
         recover: bool,
         clock: Callable[[], float] = time.time,
         log_start_offset: int | None = None,
+        recovery_point: int | None = None,
+        lazy: bool = False,
     ) -> PartitionLog:
         """Open (or create) the log in `directory`. `recover=True` after an unclean shutdown:
-        the active segment is validated batch by batch and truncated at the first torn or
-        corrupt batch; segments whose indexes fail the sanity checks are recovered either
-        way. `log_start_offset` comes from the LogManager's checkpoint."""
+        the segments from the one holding `recovery_point` (the active one when None) are
+        validated batch by batch and truncated at the first torn or corrupt batch. Leftover
+        `.cleaned`, `.swap` and `.deleted` files are resolved first (cleaner.py).
+        Without `lazy`, every segment is opened and its indexes sanity-checked (and rebuilt if
+        they fail); with `lazy`, segments that need no validation are opened on first use
+        (LazySegment). `log_start_offset` comes from the LogManager's checkpoint."""
         directory.mkdir(parents=True, exist_ok=True)
         now_ms = int(clock() * 1000)
-        for tmp in directory.glob(f"*{TMP_SUFFIX}"):
-            unlink_quietly(tmp)
+        # One listing of plain names: start-up cost per segment stays a few microseconds.
+        names = os.listdir(directory)
+        for name in names:
+            if name.endswith(TMP_SUFFIX):
+                unlink_quietly(directory / name)
+        if any(name.endswith(LEFTOVER_SUFFIXES) for name in names):
+            resolve_leftovers(directory)
+            names = os.listdir(directory)
         bases = sorted(
-            int(p.stem) for p in directory.glob(f"*{LOG_SUFFIX}") if _is_offset_stem(p.stem)
+            int(name[: -len(LOG_SUFFIX)])
+            for name in names
+            if name.endswith(LOG_SUFFIX) and _is_offset_stem(name[: -len(LOG_SUFFIX)])
         )
-        for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
-            for path in directory.glob(f"*{suffix}"):
-                if _is_offset_stem(path.stem) and int(path.stem) not in bases:
-                    unlink_quietly(path)
-        if bases:
-            segments = [LogSegment.open(directory, b, config, now_ms) for b in bases]
-        else:
+        known = set(bases)
+        for name in names:
+            for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                stem = name[: -len(suffix)]
+                if name.endswith(suffix) and _is_offset_stem(stem) and int(stem) not in known:
+                    unlink_quietly(directory / name)
+        validate_from = bases[-1] if bases else 0
+        if recover and recovery_point is not None:
+            validate_from = bases[max(0, bisect_right(bases, recovery_point) - 1)] if bases else 0
+        segments: list[LogSegment] = []
+        for i, base in enumerate(bases):
+            if lazy and i < len(bases) - 1 and not (recover and base >= validate_from):
+                segments.append(LazySegment(directory, base, config, now_ms))
+            else:
+                segments.append(LogSegment.open(directory, base, config, now_ms))
+        if not segments:
             segments = [LogSegment.create(directory, log_start_offset or 0, config, now_ms)]
         epochs = LeaderEpochCache(directory)
-        recovered = recover_segments(segments, unclean=recover, epochs=epochs)
+        recovered = recover_segments(
+            segments, unclean=recover, epochs=epochs, validate_from=validate_from
+        )
         plog = cls(directory, config, clock, segments, epochs)
         plog.recovered_segments = recovered
         if log_start_offset is not None:
@@ -151,6 +198,7 @@ class PartitionLog:
         epochs.truncate_from_end(plog.log_end_offset)
         epochs.truncate_from_start(plog.log_start_offset)
         plog._flushed_offset = plog.log_end_offset
+        plog.recovery_point = plog.log_end_offset
         plog._load_producer_state()
         return plog
 
@@ -159,8 +207,8 @@ class PartitionLog:
         it (from the first segment when there is none)."""
         leo = self.log_end_offset
         first_base = self._segments[0].base_offset
-        producer_snapshot.delete_outside(self.directory, first_base, leo)
-        loaded = producer_snapshot.load_latest(self.directory, leo)
+        present = producer_snapshot.delete_outside(self.directory, first_base, leo)
+        loaded = producer_snapshot.load_latest(self.directory, leo, present)
         if loaded is None:
             self.producers.clear()
             start = first_base
@@ -205,6 +253,10 @@ class PartitionLog:
 
     def segment_base_offsets(self) -> list[int]:
         return list(self._bases)
+
+    def segments(self) -> list[LogSegment]:
+        """The segments, oldest first (a copy of the list; the last one is active)."""
+        return list(self._segments)
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -303,6 +355,8 @@ class PartitionLog:
             active.close()
         else:
             active.seal()
+            if not any(s.dirty for s in self._segments):
+                self.recovery_point = max(self.recovery_point, new_base)
         producer_snapshot.write(self.directory, new_base, self.producers.entries())
         segment = LogSegment.create(self.directory, new_base, self._config, now_ms)
         self._segments.append(segment)
@@ -448,7 +502,7 @@ class PartitionLog:
         excess = self.size_bytes - config.retention_bytes
         for i, segment in enumerate(self._segments):
             end = self._bases[i + 1] if i + 1 < len(self._bases) else segment.next_offset
-            if segment.size == 0 or end > high_watermark:
+            if end > high_watermark or (segment.size == 0 and i == len(self._segments) - 1):
                 break
             by_time = 0 <= config.retention_ms < now_ms - segment.largest_timestamp
             by_size = config.retention_bytes >= 0 and excess >= segment.size
@@ -460,6 +514,25 @@ class PartitionLog:
             end = self._bases[count] if count < len(self._bases) else self.log_end_offset
             self.delete_records_before(max(end, self.log_start_offset))
         return count
+
+    def replace_with_cleaned(
+        self, group: list[LogSegment], step_done: Callable[[int], None] = lambda _step: None
+    ) -> None:
+        """Swap the cleaned segment `<base>.*.cleaned` (base: the first segment's) in for the
+        consecutive sealed segments `group` (swap.py's crash-safe steps); the old files are
+        renamed to `.deleted` and removed after file.delete.delay.ms."""
+        i = next((i for i, s in enumerate(self._segments) if s is group[0]), -1)
+        if i < 0 or i + len(group) >= len(self._segments):
+            raise ValueError("cleaned segments must replace sealed segments of this log")
+        if any(a is not b for a, b in zip(self._segments[i : i + len(group)], group, strict=True)):
+            raise ValueError("cleaned segments must replace consecutive segments")
+        base = group[0].base_offset
+        deleted = install_cleaned(self.directory, base, group, step_done)
+        segment = LogSegment.open(self.directory, base, self._config, self._now_ms())
+        self._segments[i : i + len(group)] = [segment]
+        self._bases[i : i + len(group)] = [base]
+        for old, paths in zip(group, deleted, strict=True):
+            self._retire_renamed(old, paths)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch whose last offset is >= `offset` (follower truncation). The
@@ -477,6 +550,7 @@ class PartitionLog:
         leo = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, leo)
         self._flushed_offset = min(self._flushed_offset, leo)
+        self.recovery_point = min(self.recovery_point, leo)
         self.epochs.truncate_from_end(leo)
         producer_snapshot.delete_outside(self.directory, self._bases[0], leo)
         self._load_producer_state()
@@ -489,22 +563,29 @@ class PartitionLog:
         self.log_start_offset = offset
 
     def _retire(self, segment: LogSegment) -> None:
-        """Delete a segment's files now; its open .log may still back FileRegions being
-        sent, so it is closed after file.delete.delay.ms."""
-        segment.delete_files()
-        segment.index.close()
-        segment.time_index.close()
-        self._retired.append((self._now_ms(), segment))
+        """Take a segment out of the log: its files are renamed to `.deleted` now and
+        unlinked after file.delete.delay.ms, when its .log (which may still back FileRegions
+        being sent) is closed too."""
+        self._retire_renamed(segment, segment.rename_to_deleted())
+
+    def _retire_renamed(self, segment: LogSegment, paths: list[Path]) -> None:
+        self._retired.append((self._now_ms(), segment, paths))
 
     def _close_retired(self, *, force: bool) -> None:
         now_ms = self._now_ms()
         keep = []
-        for retired_ms, segment in self._retired:
+        for retired_ms, segment, paths in self._retired:
             if force or now_ms - retired_ms >= self._config.file_delete_delay_ms:
                 segment.close_log_file()
+                for path in paths:
+                    unlink_quietly(path)
             else:
-                keep.append((retired_ms, segment))
+                keep.append((retired_ms, segment, paths))
         self._retired = keep
+
+    def delete_expired_files(self) -> None:
+        """Unlink `.deleted` files whose file.delete.delay.ms elapsed (periodic duty)."""
+        self._close_retired(force=False)
 
     # Flushing and closing --------------------------------------------------------------
 
@@ -518,6 +599,7 @@ class PartitionLog:
             if segment.dirty:
                 segment.flush()
         self._flushed_offset = self.log_end_offset
+        self.recovery_point = self.log_end_offset
         self._last_flush_ms = self._now_ms()
 
     def maybe_flush(self) -> bool:

@@ -30,6 +30,7 @@ detection of the last five batches survives a restart.
 from __future__ import annotations
 
 import logging
+import os
 import struct
 from pathlib import Path
 
@@ -102,16 +103,18 @@ def write(directory: Path, offset: int, entries: dict[int, ProducerEntry]) -> No
 def offsets(directory: Path) -> list[int]:
     """Offsets of the snapshot files present, ascending."""
     found = []
-    for path in directory.glob(f"*{SUFFIX}"):
-        stem = path.name[: -len(SUFFIX)]
-        if len(stem) == 20 and stem.isdigit():
+    for name in os.listdir(directory):
+        stem = name[: -len(SUFFIX)]
+        if name.endswith(SUFFIX) and len(stem) == 20 and stem.isdigit():
             found.append(int(stem))
     return sorted(found)
 
 
-def load_latest(directory: Path, upto: int) -> tuple[int, dict[int, ProducerEntry]] | None:
+def load_latest(
+    directory: Path, upto: int, present: list[int] | None = None
+) -> tuple[int, dict[int, ProducerEntry]] | None:
     """The newest valid snapshot with offset <= `upto` (corrupt ones are deleted)."""
-    for offset in reversed(offsets(directory)):
+    for offset in reversed(offsets(directory) if present is None else present):
         if offset > upto:
             continue
         path = snapshot_path(directory, offset)
@@ -123,8 +126,12 @@ def load_latest(directory: Path, upto: int) -> tuple[int, dict[int, ProducerEntr
     return None
 
 
-def delete_outside(directory: Path, low: int, high: int) -> None:
+def delete_outside(directory: Path, low: int, high: int) -> list[int]:
     """Delete snapshots below `low` or above `high`."""
+    kept = []
     for offset in offsets(directory):
         if offset < low or offset > high:
             unlink_quietly(snapshot_path(directory, offset))
+        else:
+            kept.append(offset)
+    return kept

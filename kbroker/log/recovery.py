@@ -1,9 +1,10 @@
 """Start-up recovery of a partition's segments (DESIGN.md rule 6).
 
 Which segments are scanned:
-- after an unclean shutdown (no `.kafka_cleanshutdown` marker), the active (last) segment:
-  every older segment was fsynced when it rolled, so only the active one can hold a torn
-  write;
+- after an unclean shutdown (no `.kafka_cleanshutdown` marker), the segments from
+  `validate_from` on: the one holding the recovery point (everything below it was fsynced)
+  and those after it; without a recovery point, the active (last) segment: every older
+  segment was fsynced when it rolled, so only the active one can hold a torn write;
 - always, any segment whose offset or time index is missing or fails the sanity checks
   (size not a multiple of the entry size, entries not increasing, last entry past the end of
   the log), or whose file does not end with a whole batch (found while locating its end).
@@ -38,17 +39,28 @@ def _epoch_assigner(epochs: LeaderEpochCache) -> Callable[[BatchHeader], None]:
 
 
 def recover_segments(
-    segments: list[LogSegment], *, unclean: bool, epochs: LeaderEpochCache
+    segments: list[LogSegment],
+    *,
+    unclean: bool,
+    epochs: LeaderEpochCache,
+    validate_from: int | None = None,
 ) -> list[int]:
     """Recover what needs it, in place, updating the leader epoch history from the scanned
     batches. Returns the base offsets of the segments scanned."""
     on_batch = _epoch_assigner(epochs)
+    if validate_from is None:
+        validate_from = segments[-1].base_offset
     scanned: list[int] = []
+    tail_scanned = False
     i = 0
     while i < len(segments):
         segment = segments[i]
         is_last = i == len(segments) - 1
-        if not (segment.needs_rebuild or (unclean and is_last)):
+        if not segment.loaded:
+            i += 1
+            continue
+        validate = unclean and segment.base_offset >= validate_from
+        if not (segment.needs_rebuild or validate):
             i += 1
             continue
         if segment.needs_rebuild:
@@ -60,8 +72,10 @@ def recover_segments(
                 segment.tail_problem or "ok",
             )
         scanned.append(segment.base_offset)
-        if is_last:
+        if (validate or is_last) and not tail_scanned:
+            # The epochs of the scanned tail are re-derived from its batches.
             epochs.truncate_from_end(segment.base_offset)
+            tail_scanned = True
         truncated = segment.recover(on_batch)
         if truncated and not is_last:
             for later in segments[i + 1 :]:

@@ -8,6 +8,17 @@ os.pread/sendfile at once. Only headers are ever parsed here (61 bytes per batch
 stay opaque (partition_log.py decodes one batch for a timestamp lookup).
 
 The indexes are documented in offset_index.py and time_index.py.
+
+Suffixes appended to a segment's three file names during its lifecycle:
+- `.deleted`: the segment left the log (retention, DeleteRecords, truncation, replaced by a
+  cleaned segment); the files are unlinked after `file.delete.delay.ms` (the open `.log`
+  may still back fetch responses) or at the next start-up;
+- `.cleaned`: a segment being written by the log cleaner (cleaner.py), deleted at start-up;
+- `.swap`: a finished cleaned segment waiting to replace the segments it covers; start-up
+  completes the replacement (cleaner.py describes the steps).
+
+After a clean shutdown, sealed segments are opened lazily (`LazySegment`): only their size
+is read at start-up; files and indexes are opened, and checked, on first use.
 """
 
 from __future__ import annotations
@@ -30,6 +41,10 @@ log = logging.getLogger(__name__)
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 INT32_MAX = 0x7FFFFFFF
 # pread sizes: small for the header walks of reads, large for the full scans of recovery.
 READ_CHUNK = 4096
@@ -112,6 +127,11 @@ class LogSegment:
         self.tail_problem: str | None = None
 
     @property
+    def loaded(self) -> bool:
+        """False for a LazySegment not opened yet."""
+        return True
+
+    @property
     def log_path(self) -> Path:
         return self.directory / (file_stem(self.base_offset) + LOG_SUFFIX)
 
@@ -120,13 +140,18 @@ class LogSegment:
         return self.file.fileno()
 
     @staticmethod
-    def _paths(directory: Path, base_offset: int) -> tuple[Path, Path, Path]:
+    def _paths(directory: Path, base_offset: int, extra: str = "") -> tuple[Path, Path, Path]:
         stem = file_stem(base_offset)
         return (
-            directory / (stem + LOG_SUFFIX),
-            directory / (stem + INDEX_SUFFIX),
-            directory / (stem + TIMEINDEX_SUFFIX),
+            directory / (stem + LOG_SUFFIX + extra),
+            directory / (stem + INDEX_SUFFIX + extra),
+            directory / (stem + TIMEINDEX_SUFFIX + extra),
         )
+
+    @classmethod
+    def paths(cls, directory: Path, base_offset: int, extra: str = "") -> tuple[Path, Path, Path]:
+        """The .log, .index and .timeindex paths of a segment, with `extra` appended."""
+        return cls._paths(directory, base_offset, extra)
 
     @classmethod
     def create(
@@ -388,6 +413,16 @@ class LogSegment:
         self.time_index.close()
         self.file.close()
 
+    def close_indexes(self) -> None:
+        self.index.close()
+        self.time_index.close()
+
+    def rename_to_deleted(self) -> list[Path]:
+        """Rename the three files to `<name>.deleted` (the .log stays open for fetches in
+        flight), close the indexes; returns the renamed paths, to unlink later."""
+        self.close_indexes()
+        return rename_segment_files(self.directory, self.base_offset, "", DELETED_SUFFIX)
+
     def delete_files(self) -> None:
         """Unlink the files; the .log stays open (a FileRegion may still be sent from it)
         until `close_log_file`."""
@@ -397,3 +432,79 @@ class LogSegment:
 
     def close_log_file(self) -> None:
         self.file.close()
+
+
+def rename_segment_files(directory: Path, base_offset: int, old: str, new: str) -> list[Path]:
+    """Rename the segment files `<stem><suffix><old>` that exist to `<stem><suffix><new>`
+    (the .log last, so its presence means the indexes went first); returns the new paths."""
+    renamed = []
+    for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX, LOG_SUFFIX):
+        source = directory / (file_stem(base_offset) + suffix + old)
+        target = directory / (file_stem(base_offset) + suffix + new)
+        try:
+            os.replace(source, target)
+        except FileNotFoundError:
+            continue
+        renamed.append(target)
+    return renamed
+
+
+class LazySegment(LogSegment):
+    """A sealed segment opened lazily (after a clean shutdown or below the recovery point).
+
+    Only `base_offset`, `config` and `dirty` are set; `size` costs one stat on first use;
+    the first access to anything else opens the files through `LogSegment.open`, recovers
+    the segment if its indexes fail the sanity checks, and turns this object into a plain
+    LogSegment (class swap), so later accesses cost nothing extra."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+        self.__dict__.update(
+            directory=directory,
+            base_offset=base_offset,
+            config=config,
+            dirty=False,
+            _now_ms=now_ms,
+        )
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name == "size":
+            size = os.stat(self.log_path).st_size
+            self.__dict__["size"] = size
+            return size
+        self._load()
+        return getattr(self, name)
+
+    def _load(self) -> None:
+        d = self.__dict__
+        real = LogSegment.open(d["directory"], d["base_offset"], d["config"], d["_now_ms"])
+        if real.needs_rebuild:
+            log.warning(
+                "%s: rebuilding on first use (offset index: %s, time index: %s, log: %s)",
+                real.log_path,
+                real.index.problem or "ok",
+                real.time_index.problem or "ok",
+                real.tail_problem or "ok",
+            )
+            real.recover(lambda _header: None)
+        self.__dict__.clear()
+        self.__dict__.update(real.__dict__)
+        self.__class__ = LogSegment  # type: ignore[assignment]
+
+    @property
+    def loaded(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        """Nothing is open yet."""
+
+    def close_indexes(self) -> None:
+        """Nothing is open yet."""
+
+    def close_log_file(self) -> None:
+        """Nothing is open yet."""
+
+    def delete_files(self) -> None:
+        for path in self.paths(self.directory, self.base_offset):
+            unlink_quietly(path)
