@@ -1,0 +1,229 @@
+"""Writing DataFrames to topics: the batch and streaming writers of the ``kbroker`` format.
+
+The rows follow the columns of Spark's Kafka sink: ``value`` (required, string or binary),
+``key`` (optional, string or binary), ``topic`` (required unless the ``topic`` option is
+given, which then wins), ``partition`` (optional int) and ``headers`` (optional
+``array<struct<key: string, value: binary>>``). Without a partition, a keyed record goes
+where Kafka's default partitioner puts it (murmur2 of the key, so Java producers and this
+sink agree), and records without a key stick to one partition per batch (KIP-480's sticky
+idea).
+
+Each task writes its rows through an idempotent producer (``kbroker.data_client``), batches
+of up to ``BATCH_RECORDS`` records per partition. Like Spark's Kafka sink, this is
+at-least-once: a task or micro-batch that Spark runs again writes its rows again.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Row
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from kbroker.data_client import DataClient
+from spark_conn.options import OptionError, bootstrap_of
+from wire.records.record import Record
+
+BATCH_RECORDS = 1000
+BATCH_BYTES = 512 * 1024
+
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's 32-bit murmur2 hash (seed 0x9747b28c), as a signed int like Java's."""
+    length = len(data)
+    h = (0x9747B28C ^ length) & _MASK
+    whole = length - length % 4
+    for i in range(0, whole, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    tail = length % 4
+    if tail == 3:
+        h ^= data[whole + 2] << 16
+    if tail >= 2:
+        h ^= data[whole + 1] << 8
+    if tail >= 1:
+        h ^= data[whole]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def key_partition(key: bytes, num_partitions: int) -> int:
+    """The partition Kafka's default partitioner picks for a keyed record."""
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+@dataclass(frozen=True)
+class SinkPlan:
+    """What a write task needs: where to write and which row positions hold which column."""
+
+    bootstrap: str
+    topic: str | None
+    columns: Mapping[str, int]
+
+
+@dataclass
+class WriteSummary(WriterCommitMessage):
+    """Sent back from each task: how many records it wrote to each topic."""
+
+    records: dict[str, int]
+
+
+def plan_sink(options: Mapping[str, str], schema: StructType) -> SinkPlan:
+    """Check the DataFrame's columns against what the sink accepts (OptionError if not)."""
+    lowered = {k.lower(): v for k, v in options.items() if v is not None}
+    names = [f.name.lower() for f in schema.fields]
+    types = {f.name.lower(): f.dataType for f in schema.fields}
+    topic = lowered.get("topic") or None
+    if "value" not in types:
+        raise OptionError("the DataFrame to write needs a value column")
+    if topic is None and "topic" not in types:
+        raise OptionError("give the topic option or a topic column")
+    expected: dict[str, tuple[type, ...]] = {
+        "value": (StringType, BinaryType),
+        "key": (StringType, BinaryType),
+        "topic": (StringType,),
+        "partition": (IntegerType,),
+        "headers": (ArrayType,),
+    }
+    for name, allowed in expected.items():
+        if name in types and not isinstance(types[name], allowed):
+            raise OptionError(f"column {name} cannot be {types[name].simpleString()}")
+    columns = {name: names.index(name) for name in expected if name in types}
+    return SinkPlan(bootstrap=bootstrap_of(lowered), topic=topic, columns=columns)
+
+
+def _bytes(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode()
+    return bytes(value)
+
+
+class _TaskWriter:
+    """Buffers one task's records per partition and produces them in batches."""
+
+    def __init__(self, plan: SinkPlan, client: DataClient) -> None:
+        self._plan = plan
+        self._client = client
+        self._partitions: dict[str, int] = {}
+        self._sticky: dict[str, int] = {}
+        self._buffers: dict[tuple[str, int], list[Record]] = {}
+        self._sizes: dict[tuple[str, int], int] = {}
+        self.written: dict[str, int] = {}
+
+    def _count(self, topic: str) -> int:
+        if topic not in self._partitions:
+            found = self._client.metadata([topic])
+            if topic not in found:
+                raise OptionError(f"topic {topic!r} does not exist")
+            self._partitions[topic] = len(found[topic])
+        return self._partitions[topic]
+
+    def add(self, row: Row) -> None:
+        columns = self._plan.columns
+        topic = self._plan.topic or row[columns["topic"]]
+        if topic is None:
+            raise ValueError("a row has a null topic and no topic option is set")
+        key = _bytes(row[columns["key"]]) if "key" in columns else None
+        value = _bytes(row[columns["value"]])
+        headers = []
+        if "headers" in columns and row[columns["headers"]] is not None:
+            headers = [(h[0], _bytes(h[1])) for h in row[columns["headers"]]]
+        partition = row[columns["partition"]] if "partition" in columns else None
+        count = self._count(topic)
+        if partition is not None and not 0 <= partition < count:
+            raise ValueError(f"topic {topic!r} has no partition {partition}")
+        if partition is None:
+            if key is not None:
+                partition = key_partition(key, count)
+            else:
+                partition = self._sticky.setdefault(topic, random.randrange(count))
+        tp = (topic, int(partition))
+        # CreateTime is when the row is written, as the Java producer stamps it.
+        record = Record(
+            offset=0, timestamp=int(time.time() * 1000), key=key, value=value, headers=headers
+        )
+        self._buffers.setdefault(tp, []).append(record)
+        self._sizes[tp] = self._sizes.get(tp, 0) + len(key or b"") + len(value or b"")
+        if len(self._buffers[tp]) >= BATCH_RECORDS or self._sizes[tp] >= BATCH_BYTES:
+            self._flush(tp)
+
+    def _flush(self, tp: tuple[str, int]) -> None:
+        records = self._buffers.pop(tp, [])
+        self._sizes.pop(tp, None)
+        if not records:
+            return
+        self._client.produce(tp, records)
+        self.written[tp[0]] = self.written.get(tp[0], 0) + len(records)
+        if self._sticky.get(tp[0]) == tp[1]:
+            # A full batch went out: later keyless records move to another partition.
+            self._sticky[tp[0]] = random.randrange(self._count(tp[0]))
+
+    def flush_all(self) -> None:
+        for tp in list(self._buffers):
+            self._flush(tp)
+
+
+def write_rows(plan: SinkPlan, rows: Iterator[Row]) -> WriteSummary:
+    """Write every row of one task; returns once the broker acknowledged all of them."""
+    with DataClient(plan.bootstrap, client_id="kbroker-spark-writer") as client:
+        writer = _TaskWriter(plan, client)
+        for row in rows:
+            writer.add(row)
+        writer.flush_all()
+        return WriteSummary(records=writer.written)
+
+
+class BatchWriter(DataSourceWriter):
+    """``df.write.format("kbroker")``: append-only; overwrite is refused by the caller."""
+
+    def __init__(self, plan: SinkPlan) -> None:
+        self._plan = plan
+
+    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+        """Write one task's rows (runs on an executor)."""
+        return write_rows(self._plan, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing to finish: each task's records are acknowledged when it returns."""
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Records already acknowledged stay in the log (at-least-once, as Spark's sink)."""
+
+
+class StreamWriter(DataSourceStreamWriter):
+    """``df.writeStream.format("kbroker")``: each micro-batch's rows appended to the topics."""
+
+    def __init__(self, plan: SinkPlan) -> None:
+        self._plan = plan
+
+    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+        """Write one task's rows of a micro-batch (runs on an executor)."""
+        return write_rows(self._plan, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to finish: each task's records are acknowledged when it returns."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Records already acknowledged stay in the log (at-least-once, as Spark's sink)."""
