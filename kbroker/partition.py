@@ -1,48 +1,170 @@
-"""A partition this broker hosts: its log, leader epoch and high watermark.
+"""A partition replica this broker hosts: its log, role, leader epoch and high watermark.
 
-With a single replica the in-sync replica set is this broker alone, so the high
-watermark (the offset below which records are committed and visible to
-consumers) follows the log end offset on every append. Replication replaces
-this with the minimum log end offset over the ISR.
+As leader it appends produced batches, tracks its followers through a ``LeaderIsr``
+(replication/isr.py: the high watermark is the minimum log end offset over the ISR) and
+answers consumers below the high watermark. As follower it appends what the leader sends,
+unchanged, and takes the leader's high watermark (capped by its own log end offset). With a
+single replica (embedded metadata) the ISR is this broker alone, so the high watermark follows
+the log end offset on every append.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 
 from kbroker.log.partition_log import AppendResult, PartitionLog
+from replication.isr import LeaderIsr
+from wire.errors import ErrorCode, KafkaError
+
+NO_LEADER = -1
 
 
-@dataclass(eq=False)
 class Partition:
-    topic: str
-    index: int
-    log: PartitionLog
-    leader_epoch: int
-    isr: tuple[int, ...]
-    # Called with (topic, index) after the partition's data or watermark moved,
-    # to wake fetches waiting in the purgatory.
-    on_change: Callable[[tuple[str, int]], None]
-    high_watermark: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.high_watermark = self.log.log_end_offset
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        log: PartitionLog,
+        broker_id: int,
+        on_change: Callable[[tuple[str, int]], None],
+        *,
+        high_watermark: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log
+        self.broker_id = broker_id
+        # Called with (topic, index) after the partition's data or watermark moved, to wake
+        # requests waiting in the purgatory.
+        self.on_change = on_change
+        self.leader_id = NO_LEADER
+        self.leader_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self._isr: tuple[int, ...] = ()
+        self._leader: LeaderIsr | None = None
+        self._high_watermark = min(high_watermark, log.log_end_offset)
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.topic, self.index)
 
+    @property
+    def is_leader(self) -> bool:
+        return self._leader is not None
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self._leader.isr if self._leader is not None else self._isr
+
+    @property
+    def high_watermark(self) -> int:
+        return self._leader.high_watermark if self._leader is not None else self._high_watermark
+
+    # Role changes ----------------------------------------------------------------------
+
+    def make_leader(
+        self, leader_epoch: int, replicas: Iterable[int], isr: Iterable[int], now_ms: float
+    ) -> bool:
+        """Lead at ``leader_epoch``; True when this is a new leadership (new epoch)."""
+        self.replicas = tuple(replicas)
+        self._isr = tuple(isr)
+        self.leader_id = self.broker_id
+        if self._leader is not None and leader_epoch == self.leader_epoch:
+            self._leader.set_replicas(self.replicas, now_ms)
+            self._leader.set_isr(self._isr)
+            self._advance_high_watermark()
+            return False
+        self.leader_epoch = leader_epoch
+        leo = self.log.log_end_offset
+        # KIP-101: the new epoch starts at the log end offset, so followers can learn where
+        # the previous epochs ended in this log.
+        self.log.assign_epoch_start(leader_epoch, leo)
+        self._leader = LeaderIsr(
+            self.broker_id, self.replicas, self._isr, self._high_watermark, leo, now_ms
+        )
+        self._advance_high_watermark()
+        return True
+
+    def make_follower(
+        self, leader_id: int, leader_epoch: int, replicas: Iterable[int], isr: Iterable[int]
+    ) -> bool:
+        """Follow ``leader_id``; True when the leader or epoch changed (truncate first)."""
+        changed = (
+            self._leader is not None
+            or leader_id != self.leader_id
+            or leader_epoch != self.leader_epoch
+        )
+        if self._leader is not None:
+            self._high_watermark = self._leader.high_watermark
+        self._leader = None
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.replicas = tuple(replicas)
+        self._isr = tuple(isr)
+        if changed:
+            self.on_change(self.key)
+        return changed
+
+    def apply_isr(self, isr: Iterable[int]) -> None:
+        """An ISR change written to the metadata store (by this leader or the controller)."""
+        self._isr = tuple(isr)
+        if self._leader is not None:
+            self._leader.set_isr(self._isr)
+            self._advance_high_watermark()
+
+    # Leader side -----------------------------------------------------------------------
+
+    def _require_leader(self) -> LeaderIsr:
+        if self._leader is None:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return self._leader
+
+    def _advance_high_watermark(self) -> None:
+        leader = self._require_leader()
+        if leader.update_high_watermark(self.log.log_end_offset):
+            self.on_change(self.key)
+
     def append(self, batches: bytearray, *, log_append_time_ms: int | None) -> AppendResult:
+        self._require_leader()
         result = self.log.append_as_leader(
             batches, leader_epoch=self.leader_epoch, log_append_time_ms=log_append_time_ms
         )
         if not result.duplicate:
-            self.high_watermark = self.log.log_end_offset
             self.on_change(self.key)
+            self._advance_high_watermark()
         return result
+
+    def on_follower_fetch(self, replica: int, fetch_offset: int, now_ms: float) -> None:
+        leader = self._require_leader()
+        leader.on_follower_fetch(replica, fetch_offset, self.log.log_end_offset, now_ms)
+        self._advance_high_watermark()
+
+    def isr_to_shrink(self, now_ms: float, lag_max_ms: float) -> set[int]:
+        return self._require_leader().shrink_candidates(now_ms, lag_max_ms)
+
+    def isr_to_expand(self) -> set[int]:
+        return self._require_leader().expand_candidates()
 
     def delete_records_before(self, offset: int) -> int:
         start = self.log.delete_records_before(offset)
         self.on_change(self.key)
         return start
+
+    # Follower side ---------------------------------------------------------------------
+
+    def append_as_follower(self, batches: bytearray | bytes, leader_high_watermark: int) -> None:
+        if self._leader is not None:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "this replica leads")
+        if batches:
+            self.log.append_as_follower(batches)
+        self.set_follower_high_watermark(leader_high_watermark)
+
+    def set_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        hw = min(leader_high_watermark, self.log.log_end_offset)
+        if hw != self._high_watermark:
+            self._high_watermark = hw
+            self.on_change(self.key)
+
+    def truncate_to(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+        self._high_watermark = min(self._high_watermark, self.log.log_end_offset)

@@ -1,9 +1,15 @@
-"""Look-ups and checks that several handlers share."""
+"""Look-ups and checks that several handlers share.
+
+KIP-951: a NOT_LEADER_OR_FOLLOWER (or fenced epoch) answer to Produce v10+ or Fetch v12+
+carries the current leader and its epoch, and the response the leaders' endpoints (Fetch from
+v16), so clients move to the new leader without a Metadata round trip.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from controller.interface import BrokerInfo
 from wire.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -33,3 +39,20 @@ def check_leader_epoch(partition: Partition, requested: int) -> None:
     if requested < partition.leader_epoch:
         raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
     raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
+# Errors after which a client should look for the partition's current leader.
+LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+
+
+def current_leader(broker: Broker, topic: str, index: int) -> tuple[int, int]:
+    """(leader id, leader epoch) as the metadata knows them; (-1, -1) when unknown."""
+    info = broker.metadata.topic(topic)
+    if info is None or not 0 <= index < len(info.partitions):
+        return -1, -1
+    partition = info.partitions[index]
+    return partition.leader, partition.leader_epoch
+
+
+def broker_endpoints(broker: Broker, broker_ids: set[int]) -> list[BrokerInfo]:
+    return [b for b in broker.metadata.brokers() if b.broker_id in broker_ids]

@@ -13,6 +13,11 @@ A fetch that finds fewer than min_bytes waits in the purgatory until one of its
 partitions changes or max_wait_ms passes, then is answered with what there is.
 Incremental fetch sessions (KIP-227) are not kept: session id 0 tells clients
 to send full fetch requests.
+
+A fetch with a replica id (>= 0) comes from a follower: it reads up to the log
+end offset rather than the high watermark, and its fetch offset is the
+follower's log end offset, which the leader records once per request (before
+any wait) to advance the high watermark and the ISR (replication/manager.py).
 """
 
 from __future__ import annotations
@@ -20,11 +25,23 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from kbroker.handlers.common import check_leader_epoch, leader_partition
+from kbroker.handlers.common import (
+    LEADER_MOVED,
+    broker_endpoints,
+    check_leader_epoch,
+    current_leader,
+    leader_partition,
+)
 from kbroker.log.file_region import FileRegion
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.fetch_request import FetchPartition, FetchRequest
-from wire.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
+from wire.messages.fetch_response import (
+    FetchableTopicResponse,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    PartitionData,
+)
 from wire.messages.request_header import RequestHeader
 from wire.records.legacy import from_v2_batches
 
@@ -50,6 +67,7 @@ def _read_partition(
     version: int,
     limit: int,
     min_one_batch: bool,
+    from_follower: bool,
 ) -> PartitionData:
     try:
         partition = leader_partition(broker, topic, wanted.partition)
@@ -57,7 +75,7 @@ def _read_partition(
         region = partition.log.read(
             wanted.fetch_offset,
             limit,
-            max_offset=partition.high_watermark,
+            max_offset=partition.log.log_end_offset if from_follower else partition.high_watermark,
             min_one_batch=min_one_batch,
         )
     except KafkaError as exc:
@@ -92,6 +110,28 @@ def _size(records: object) -> int:
     return len(records)
 
 
+def replica_id_of(request: FetchRequest, version: int) -> int:
+    """The fetching replica's broker id (-1 for consumers); in ReplicaState from v15."""
+    return request.replica_state.replica_id if version >= 15 else request.replica_id
+
+
+def _record_follower_fetch(
+    broker: Broker, request: FetchRequest, names: list[str | None], replica: int
+) -> None:
+    for topic, name in zip(request.topics, names, strict=True):
+        if name is None:
+            continue
+        for wanted in topic.partitions:
+            partition = broker.partition(name, wanted.partition)
+            if partition is None:
+                continue
+            try:
+                check_leader_epoch(partition, wanted.current_leader_epoch)
+            except KafkaError:
+                continue
+            broker.replica_manager.follower_fetched(partition, replica, wanted.fetch_offset)
+
+
 def _fetch_once(
     broker: Broker, request: FetchRequest, version: int, names: list[str | None]
 ) -> tuple[FetchResponse, int, bool]:
@@ -115,7 +155,15 @@ def _fetch_once(
                 any_error = True
                 continue
             limit = max(0, min(wanted.partition_max_bytes, remaining))
-            data = _read_partition(broker, name, wanted, version, limit, min_one_batch=total == 0)
+            data = _read_partition(
+                broker,
+                name,
+                wanted,
+                version,
+                limit,
+                min_one_batch=total == 0,
+                from_follower=replica_id_of(request, version) >= 0,
+            )
             any_error = any_error or data.error_code != ErrorCode.NONE
             size = _size(data.records)
             total += size
@@ -127,9 +175,32 @@ def _fetch_once(
     return FetchResponse(session_id=0, responses=responses), total, any_error
 
 
+def _add_leader_hints(broker: Broker, response: FetchResponse, version: int) -> FetchResponse:
+    """KIP-951 (see kbroker/handlers/common.py): current leaders from v12, endpoints from v16."""
+    leaders: set[int] = set()
+    for topic in response.responses:
+        for data in topic.partitions:
+            if data.error_code in LEADER_MOVED and topic.topic:
+                leader, epoch = current_leader(broker, topic.topic, data.partition_index)
+                data.current_leader = LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+                if leader >= 0:
+                    leaders.add(leader)
+    if version >= 16:
+        response.node_endpoints = [
+            NodeEndpoint(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+            for b in broker_endpoints(broker, leaders)
+        ]
+    return response
+
+
 async def handle_fetch(
     broker: Broker, header: RequestHeader, request: FetchRequest, version: int
 ) -> FetchResponse:
+    response = await _fetch(broker, request, version)
+    return _add_leader_hints(broker, response, version) if version >= 12 else response
+
+
+async def _fetch(broker: Broker, request: FetchRequest, version: int) -> FetchResponse:
     if version >= 13:
         names: list[str | None] = []
         for topic in request.topics:
@@ -137,6 +208,9 @@ async def handle_fetch(
             names.append(info.name if info is not None else None)
     else:
         names = [topic.topic for topic in request.topics]
+    replica = replica_id_of(request, version)
+    if replica >= 0:
+        _record_follower_fetch(broker, request, names, replica)
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     keys = [
         (name, wanted.partition)

@@ -6,17 +6,32 @@ offsets in place. Produce v0-v2 carries legacy message sets (magic 0/1), which
 are converted to v2 batches once, on the way in. With acks=0 no response is
 sent, and a failed append closes the connection so the producer notices, as
 the protocol guide specifies.
+
+acks=all: before appending, a partition whose ISR is smaller than
+min.insync.replicas refuses with NOT_ENOUGH_REPLICAS; after appending, the
+request waits in the purgatory until the high watermark passes every appended
+batch (the whole ISR has it), and answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when
+the ISR shrank below min.insync.replicas meanwhile, NOT_LEADER_OR_FOLLOWER when
+leadership moved, REQUEST_TIMED_OUT after timeout_ms.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
-from kbroker.handlers.common import leader_partition
+from kbroker.handlers.common import (
+    LEADER_MOVED,
+    broker_endpoints,
+    current_leader,
+    leader_partition,
+)
 from kbroker.server.connection import CloseConnection
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.produce_request import ProduceRequest
 from wire.messages.produce_response import (
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
@@ -41,7 +56,8 @@ def _append(
     records: memoryview | bytes | None,
     acks: int,
     version: int,
-) -> PartitionProduceResponse:
+) -> tuple[PartitionProduceResponse, int]:
+    """Append; returns the response and the last offset written (for acks=all)."""
     if records is None or len(records) == 0:
         raise KafkaError(ErrorCode.INVALID_RECORD, "no record batch")
     view = memoryview(records)
@@ -68,13 +84,58 @@ def _append(
         int(broker.clock() * 1000) if config.message_timestamp_type == LOG_APPEND_TIME else None
     )
     result = partition.append(batches, log_append_time_ms=append_time)
-    return PartitionProduceResponse(
+    response = PartitionProduceResponse(
         index=partition.index,
         error_code=ErrorCode.NONE,
         base_offset=result.first_offset,
         log_append_time_ms=result.log_append_time_ms,
         log_start_offset=result.log_start_offset,
     )
+    return response, result.last_offset
+
+
+def _replication_error(broker: Broker, partition: Partition, last_offset: int) -> ErrorCode | None:
+    """None while the batch waits for the ISR; otherwise the acks=all outcome."""
+    if broker.partition(partition.topic, partition.index) is not partition:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if partition.high_watermark <= last_offset:
+        return None
+    if len(partition.isr) < partition.log.config.min_insync_replicas:
+        return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    return ErrorCode.NONE
+
+
+async def _await_replication(
+    broker: Broker,
+    waiting: list[tuple[Partition, int, PartitionProduceResponse]],
+    timeout_ms: int,
+) -> None:
+    deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+    while waiting:
+        pending = []
+        for entry in waiting:
+            partition, last_offset, response = entry
+            error = _replication_error(broker, partition, last_offset)
+            if error is None:
+                pending.append(entry)
+            elif error != ErrorCode.NONE:
+                response.error_code = error
+                response.base_offset = -1
+        waiting = pending
+        remaining = deadline - time.monotonic()
+        if not waiting:
+            return
+        if remaining <= 0 or not await broker.fetch_purgatory.wait(
+            [p.key for p, _, _ in waiting], remaining
+        ):
+            break
+    for partition, last_offset, response in waiting:
+        error = _replication_error(broker, partition, last_offset)
+        if error is None:
+            error = ErrorCode.REQUEST_TIMED_OUT
+        if error != ErrorCode.NONE:
+            response.error_code = error
+            response.base_offset = -1
 
 
 async def handle_produce(
@@ -87,6 +148,7 @@ async def handle_produce(
     elif request.transactional_id is not None:
         request_error = KafkaError(ErrorCode.INVALID_REQUEST, "transactions are not supported yet")
     failed = False
+    waiting: list[tuple[Partition, int, PartitionProduceResponse]] = []
     responses: list[TopicProduceResponse] = []
     for topic in request.topic_data:
         partitions: list[PartitionProduceResponse] = []
@@ -95,7 +157,10 @@ async def handle_produce(
                 if request_error is not None:
                     raise request_error
                 partition = leader_partition(broker, topic.name, data.index)
-                partitions.append(_append(broker, partition, data.records, acks, version))
+                response, last_offset = _append(broker, partition, data.records, acks, version)
+                partitions.append(response)
+                if acks == -1:
+                    waiting.append((partition, last_offset, response))
             except KafkaError as exc:
                 failed = True
                 partitions.append(
@@ -111,4 +176,24 @@ async def handle_produce(
         if failed:
             raise CloseConnection("acks=0 produce failed")
         return None
-    return ProduceResponse(responses=responses)
+    await _await_replication(broker, waiting, request.timeout_ms)
+    response = ProduceResponse(responses=responses)
+    if version >= 10:
+        _add_leader_hints(broker, response)
+    return response
+
+
+def _add_leader_hints(broker: Broker, response: ProduceResponse) -> None:
+    """KIP-951 (see kbroker/handlers/common.py)."""
+    leaders: set[int] = set()
+    for topic in response.responses:
+        for partition in topic.partition_responses:
+            if partition.error_code in LEADER_MOVED:
+                leader, epoch = current_leader(broker, topic.name, partition.index)
+                partition.current_leader = LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+                if leader >= 0:
+                    leaders.add(leader)
+    response.node_endpoints = [
+        NodeEndpoint(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+        for b in broker_endpoints(broker, leaders)
+    ]

@@ -1,0 +1,918 @@
+"""Cluster metadata in ZooKeeper (the only module that imports kazoo).
+
+Every broker keeps a cache of the whole cluster state (brokers, controller, topics with their
+assignments, configs and partition states; layout in controller/zk_paths.py), refreshed
+whenever a ZooKeeper watch fires, after each of its own writes, and every few seconds as a
+safety net. Reads (``topics()``, ``brokers()``, ...) answer from the cache; the broker learns
+its roles from the topic listeners, called with every topic whose state changed.
+
+How roles reach brokers: through ZooKeeper watches on the partition state znodes rather than
+LeaderAndIsr/UpdateMetadata requests. Fencing: the controller's writes are transactions that
+check the ``/controller_epoch`` znode version it got when elected, so a deposed controller's
+writes fail; every partition state write (the controller's elections, a leader's ISR changes)
+is conditional on the state znode's version; brokers never apply a state older than the
+leader epoch they hold, and leaders and followers check leader epochs on every Fetch and
+OffsetForLeaderEpoch (KIP-320), so a stale leader gets no follower and cannot commit.
+
+Controller: the broker that creates the ephemeral ``/controller`` znode bumps
+``/controller_epoch`` and, after every refresh, writes what controller/decisions.py decides
+about the partitions (elections on broker loss, bounce or return), plus preferred-leader
+elections every leader.imbalance.check.interval.seconds when auto.leader.rebalance.enable.
+A broker that creates a topic writes its assignment and the partitions' initial states in one
+transaction. Controlled shutdown: the stopping broker removes its own registration, so the
+controller moves its leaderships as if it had failed, and waits for that before it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    ZookeeperError,
+)
+
+from controller import decisions, zk_paths
+from controller.embedded import kafka_uuid_string, random_kafka_uuid
+from controller.interface import (
+    INTERNAL_TOPICS,
+    BrokerInfo,
+    PartitionInfo,
+    TopicInfo,
+    TopicListener,
+)
+from controller.validation import (
+    check_assignments,
+    check_collision,
+    check_replicas,
+    check_replication_factor,
+    validate_topic_name,
+)
+from controller.zk_paths import PartitionState
+from kbroker.config import BrokerConfig, validate_dynamic_broker_configs, validate_topic_configs
+from wire.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+SAFETY_REFRESH_SECONDS = 3.0
+RETRY_SECONDS = 1.0
+ZK_ERRORS = (KazooException, ZookeeperError, OSError)
+
+
+@dataclass
+class Snapshot:
+    """Everything read from ZooKeeper in one refresh."""
+
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    sessions: dict[int, int] = field(default_factory=dict)
+    czxids: dict[int, int] = field(default_factory=dict)
+    controller: int = -1
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    assignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    partition_counts: dict[str, int] = field(default_factory=dict)
+    configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    states: dict[TopicPartition, tuple[PartitionState, int]] = field(default_factory=dict)
+    broker_configs: dict[str, str] = field(default_factory=dict)
+    topic_versions: dict[str, int] = field(default_factory=dict)
+    moving: dict[TopicPartition, decisions.Reassignment] = field(default_factory=dict)
+
+
+class ZkMetadata:
+    """The ZooKeeper ``MetadataBackend``, with the controller role when elected."""
+
+    def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
+        assert config.zookeeper_connect is not None
+        self._config = config
+        self._me = config.broker_id
+        self._clock = clock
+        self._zk = KazooClient(
+            hosts=config.zookeeper_connect,
+            timeout=config.zookeeper_session_timeout_ms / 1000,
+        )
+        self._cluster_id = ""
+        self._snapshot = Snapshot()
+        self._topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._listeners: list[TopicListener] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dirty = asyncio.Event()
+        self._refresh_lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._endpoint: tuple[str, int] | None = None
+        self._shutting_down = False
+        # Controller role: the epoch and the /controller_epoch znode version that fence it.
+        self._controller_epoch = -1
+        self._epoch_version = -1
+        self._known_czxids: dict[int, int] = {}
+        self._last_preferred = 0.0
+
+    # --- reads -----------------------------------------------------------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def controller_id(self) -> int:
+        return self._snapshot.controller
+
+    def is_controller(self) -> bool:
+        return self._snapshot.controller == self._me and self._controller_epoch >= 0
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [self._snapshot.brokers[b] for b in sorted(self._snapshot.brokers)]
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return dict(self._topics)
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def broker_configs(self) -> dict[str, str]:
+        return dict(self._snapshot.broker_configs)
+
+    def add_listener(self, callback: TopicListener) -> None:
+        self._listeners.append(callback)
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        timeout = (
+            self._config.zookeeper_connection_timeout_ms
+            or self._config.zookeeper_session_timeout_ms
+        ) / 1000
+        await asyncio.to_thread(self._zk.start, timeout)
+        self._zk.add_listener(self._on_state)
+        await asyncio.to_thread(self._prepare)
+        await self.refresh()
+        self._tasks = [
+            self._loop.create_task(self._refresh_on_change()),
+            self._loop.create_task(self._refresh_periodically()),
+        ]
+        log.info(
+            "zookeeper metadata: cluster id %s, %d topics", self._cluster_id, len(self._topics)
+        )
+
+    async def register(self, host: str, port: int) -> None:
+        """Register this broker (after its listener is up) and run for controller."""
+        self._endpoint = (host, port)
+        await asyncio.to_thread(self._register)
+        await self.refresh()
+
+    async def controlled_shutdown(self, timeout: float) -> None:
+        """Hand this broker's leaderships over before stopping (see the module docstring)."""
+        self._shutting_down = True
+        with contextlib.suppress(*ZK_ERRORS):
+            await asyncio.to_thread(self._zk.delete, zk_paths.broker_path(self._me))
+        if self._snapshot.controller == self._me:
+            with contextlib.suppress(*ZK_ERRORS):
+                await asyncio.to_thread(self._zk.delete, zk_paths.CONTROLLER)
+            self._controller_epoch = -1
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self._leads_with_others_in_sync():
+            self._dirty.set()
+            await asyncio.sleep(0.2)
+
+    def _leads_with_others_in_sync(self) -> bool:
+        live = set(self._snapshot.brokers) - {self._me}
+        return any(
+            p.leader == self._me and any(b in live for b in p.isr)
+            for t in self._topics.values()
+            for p in t.partitions
+        )
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        with contextlib.suppress(*ZK_ERRORS):
+            await asyncio.to_thread(self._zk.stop)
+        await asyncio.to_thread(self._zk.close)
+
+    # --- ZooKeeper access (these run in worker threads) ------------------------------------
+
+    def _watch(self, _event: object = None) -> None:
+        """A watch fired or the connection state changed (called on a kazoo thread)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._dirty.set)
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            log.warning("zookeeper session lost")
+        self._watch()
+
+    def _prepare(self) -> None:
+        for path in zk_paths.PERSISTENT_PATHS:
+            self._zk.ensure_path(path)
+        try:
+            self._zk.create(
+                zk_paths.CLUSTER_ID,
+                zk_paths.encode_cluster_id(kafka_uuid_string(random_kafka_uuid())),
+            )
+        except NodeExistsError:
+            pass
+        data, _ = self._zk.get(zk_paths.CLUSTER_ID)
+        self._cluster_id = zk_paths.decode_cluster_id(data)
+
+    def _register(self) -> None:
+        """Create /brokers/ids/<id>; an old session's node (a restart before it expired)
+        is waited out, as Kafka does."""
+        assert self._endpoint is not None
+        host, port = self._endpoint
+        data = zk_paths.encode_broker(host, port, self._config.broker_rack, self._now_ms())
+        path = zk_paths.broker_path(self._me)
+        deadline = time.monotonic() + self._config.zookeeper_session_timeout_ms / 1000 * 2
+        while True:
+            try:
+                self._zk.create(path, data, ephemeral=True)
+                log.info("registered broker %d at %s:%d", self._me, host, port)
+                return
+            except NodeExistsError:
+                try:
+                    _, stat = self._zk.get(path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self._zk.client_id[0]:
+                    return
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _read(self) -> Snapshot:
+        zk = self._zk
+        watch = self._watch
+        snap = Snapshot()
+        for child in zk.get_children(zk_paths.BROKER_IDS, watch=watch):
+            try:
+                data, stat = zk.get(f"{zk_paths.BROKER_IDS}/{child}")
+            except NoNodeError:
+                continue
+            host, port, rack = zk_paths.decode_broker(data)
+            snap.brokers[int(child)] = BrokerInfo(int(child), host, port, rack)
+            snap.sessions[int(child)] = stat.ephemeralOwner
+            snap.czxids[int(child)] = stat.czxid
+        try:
+            data, _ = zk.get(zk_paths.CONTROLLER, watch=watch)
+            snap.controller = zk_paths.decode_controller(data)
+        except NoNodeError:
+            zk.exists(zk_paths.CONTROLLER, watch=watch)
+        for topic in zk.get_children(zk_paths.TOPICS, watch=watch):
+            try:
+                data, stat = zk.get(zk_paths.topic_path(topic), watch=watch)
+            except NoNodeError:
+                continue
+            assignment = zk_paths.decode_topic(data)
+            replicas = assignment.replicas
+            snap.topic_ids[topic] = assignment.topic_id
+            snap.topic_versions[topic] = stat.version
+            snap.partition_counts[topic] = len(replicas)
+            for index in set(assignment.adding) | set(assignment.removing):
+                if index < len(replicas):
+                    snap.moving[(topic, index)] = decisions.Reassignment(
+                        replicas[index],
+                        assignment.adding.get(index, ()),
+                        assignment.removing.get(index, ()),
+                    )
+            try:
+                data, _ = zk.get(zk_paths.topic_config_path(topic), watch=watch)
+                snap.configs[topic] = zk_paths.decode_config(data)
+            except NoNodeError:
+                snap.configs[topic] = {}
+            for index, assigned in enumerate(replicas):
+                snap.assignments[(topic, index)] = assigned
+                try:
+                    data, stat = zk.get(zk_paths.state_path(topic, index), watch=watch)
+                except NoNodeError:
+                    continue
+                snap.states[(topic, index)] = (zk_paths.decode_state(data), stat.version)
+        try:
+            data, _ = zk.get(zk_paths.broker_config_path(self._me), watch=watch)
+            snap.broker_configs = zk_paths.decode_config(data)
+        except NoNodeError:
+            zk.exists(zk_paths.broker_config_path(self._me), watch=watch)
+        return snap
+
+    def _run_for_controller(self) -> None:
+        try:
+            self._zk.create(
+                zk_paths.CONTROLLER,
+                zk_paths.encode_controller(self._me, self._now_ms()),
+                ephemeral=True,
+            )
+        except NodeExistsError:
+            return
+        while True:
+            try:
+                data, stat = self._zk.get(zk_paths.CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    self._zk.create(zk_paths.CONTROLLER_EPOCH, b"0")
+                except NodeExistsError:
+                    pass
+                continue
+            epoch = int(data.decode("ascii")) + 1
+            try:
+                new_stat = self._zk.set(
+                    zk_paths.CONTROLLER_EPOCH, str(epoch).encode("ascii"), version=stat.version
+                )
+            except BadVersionError:
+                continue
+            self._controller_epoch = epoch
+            self._epoch_version = new_stat.version
+            self._known_czxids = {}
+            log.info("broker %d is the controller, epoch %d", self._me, epoch)
+            return
+
+    def _write_states(self, changes: Sequence[decisions.StateChange]) -> int:
+        """Controller writes, fenced by the controller epoch's znode version."""
+        written = 0
+        for change in changes:
+            topic, index = change.partition
+            _, version = self._snapshot.states[change.partition]
+            transaction = self._zk.transaction()
+            transaction.check(zk_paths.CONTROLLER_EPOCH, self._epoch_version)
+            transaction.set_data(
+                zk_paths.state_path(topic, index), zk_paths.encode_state(change.new), version
+            )
+            results = transaction.commit()
+            if any(isinstance(r, Exception) for r in results):
+                log.info("controller write for %s-%d lost: %s", topic, index, results)
+                continue
+            written += 1
+            log.info(
+                "controller: %s-%d leader %d epoch %d isr %s",
+                topic,
+                index,
+                change.new.leader,
+                change.new.leader_epoch,
+                list(change.new.isr),
+            )
+        return written
+
+    # --- refresh ---------------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Re-read ZooKeeper, publish changes, and act as controller if elected."""
+        async with self._refresh_lock:
+            snapshot = await asyncio.to_thread(self._read)
+            self._publish(snapshot)
+            if self._endpoint is not None and not self._shutting_down:
+                if self._snapshot.sessions.get(self._me) != self._zk.client_id[0]:
+                    await asyncio.to_thread(self._register)
+                    self._dirty.set()
+                if self._snapshot.controller == -1:
+                    await asyncio.to_thread(self._run_for_controller)
+                    self._dirty.set()
+                elif self._snapshot.controller != self._me:
+                    self._controller_epoch = -1
+            if self.is_controller():
+                await self._control()
+
+    async def _refresh_after_write(self) -> None:
+        """After one of our writes: show it at once; a failed read is retried later."""
+        try:
+            await self.refresh()
+        except ZK_ERRORS as exc:
+            log.info("zookeeper refresh failed: %s", exc)
+            self._dirty.set()
+
+    async def _refresh_on_change(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                await self.refresh()
+            except ZK_ERRORS as exc:
+                log.info("zookeeper refresh failed: %s", exc)
+                await asyncio.sleep(RETRY_SECONDS)
+                self._dirty.set()
+
+    async def _refresh_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(SAFETY_REFRESH_SECONDS)
+            self._dirty.set()
+
+    def _publish(self, snapshot: Snapshot) -> None:
+        live = set(snapshot.brokers)
+        topics: dict[str, TopicInfo] = {}
+        for name, topic_id in snapshot.topic_ids.items():
+            partitions = []
+            for index in range(snapshot.partition_counts[name]):
+                replicas = snapshot.assignments[(name, index)]
+                entry = snapshot.states.get((name, index))
+                state = entry[0] if entry is not None else PartitionState(-1, 0, (), -1)
+                partitions.append(
+                    PartitionInfo(
+                        partition=index,
+                        leader=state.leader,
+                        leader_epoch=state.leader_epoch,
+                        replicas=replicas,
+                        isr=state.isr,
+                        offline_replicas=tuple(r for r in replicas if r not in live),
+                    )
+                )
+            topics[name] = TopicInfo(
+                name=name,
+                topic_id=topic_id,
+                partitions=tuple(partitions),
+                configs=snapshot.configs.get(name, {}),
+                internal=name in INTERNAL_TOPICS,
+            )
+        changed: list[tuple[TopicInfo | None, str]] = [
+            (t, n) for n, t in topics.items() if self._topics.get(n) != t
+        ]
+        changed += [(None, n) for n in self._topics if n not in topics]
+        if snapshot.broker_configs != self._snapshot.broker_configs:
+            changed += [(t, n) for n, t in topics.items() if (t, n) not in changed]
+        self._snapshot = snapshot
+        self._topics = topics
+        self._by_id = {t.topic_id: t for t in topics.values()}
+        for info, name in changed:
+            for callback in self._listeners:
+                try:
+                    callback(info, name)
+                except Exception:
+                    log.exception("metadata listener failed for topic %s", name)
+
+    # --- controller ------------------------------------------------------------------------
+
+    def _unclean(self, topic: str) -> bool:
+        configs = self._snapshot.configs.get(topic, {})
+        value = configs.get(
+            "unclean.leader.election.enable",
+            str(self._config.get("unclean.leader.election.enable")).lower(),
+        )
+        return value.lower() == "true"
+
+    async def _control(self) -> None:
+        snap = self._snapshot
+        live = set(snap.brokers)
+        bounced = {
+            b for b, czxid in snap.czxids.items() if self._known_czxids.get(b, czxid) != czxid
+        }
+        states = {key: entry[0] for key, entry in snap.states.items()}
+        changes = decisions.on_brokers_changed(
+            states, snap.assignments, live, bounced, self._controller_epoch, self._unclean
+        )
+        now = time.monotonic()
+        interval = float(self._config.get("leader.imbalance.check.interval.seconds"))
+        if (
+            not changes
+            and self._config.get("auto.leader.rebalance.enable")
+            and now - self._last_preferred >= interval
+        ):
+            self._last_preferred = now
+            imbalanced = decisions.imbalanced_brokers(
+                states,
+                snap.assignments,
+                int(self._config.get("leader.imbalance.per.broker.percentage")),
+            )
+            changes = [
+                c
+                for c in decisions.preferred_elections(
+                    states, snap.assignments, live, self._controller_epoch
+                )
+                if snap.assignments[c.partition][0] in imbalanced
+            ]
+        if changes:
+            await asyncio.to_thread(self._write_states, changes)
+            self._dirty.set()
+        elif snap.moving:
+            await asyncio.to_thread(self._complete_reassignments, live)
+        self._known_czxids = dict(snap.czxids)
+
+    def _complete_reassignments(self, live: set[int]) -> None:
+        """Finish the reassignments whose target replicas are all in sync: one transaction
+        per topic (state znodes and the topic znode), fenced by the controller epoch."""
+        snap = self._snapshot
+        by_topic: dict[str, dict[int, PartitionState]] = {}
+        for key, moving in snap.moving.items():
+            entry = snap.states.get(key)
+            if entry is None:
+                continue
+            new = decisions.complete_reassignment(entry[0], moving, live, self._controller_epoch)
+            if new is not None:
+                by_topic.setdefault(key[0], {})[key[1]] = new
+        for topic, done in by_topic.items():
+            data, stat = self._zk.get(zk_paths.topic_path(topic))
+            if stat.version != snap.topic_versions.get(topic):
+                self._watch()
+                continue
+            assignment = zk_paths.decode_topic(data)
+            replicas = list(assignment.replicas)
+            adding, removing = dict(assignment.adding), dict(assignment.removing)
+            transaction = self._zk.transaction()
+            transaction.check(zk_paths.CONTROLLER_EPOCH, self._epoch_version)
+            for index, new in done.items():
+                replicas[index] = snap.moving[(topic, index)].target
+                adding.pop(index, None)
+                removing.pop(index, None)
+                old, version = snap.states[(topic, index)]
+                if new != old:
+                    transaction.set_data(
+                        zk_paths.state_path(topic, index), zk_paths.encode_state(new), version
+                    )
+            transaction.set_data(
+                zk_paths.topic_path(topic),
+                zk_paths.encode_assignment(assignment.topic_id, replicas, adding, removing),
+                stat.version,
+            )
+            results = transaction.commit()
+            if any(isinstance(r, Exception) for r in results):
+                log.info("completing reassignments of %s lost: %s", topic, results)
+            else:
+                log.info("controller: reassignment of %s done: %s", topic, sorted(done))
+            self._watch()
+
+    # --- reassignments (KIP-455) -----------------------------------------------------------
+
+    def list_reassignments(
+        self, partitions: Sequence[TopicPartition] | None
+    ) -> dict[TopicPartition, decisions.Reassignment]:
+        moving = self._snapshot.moving
+        if partitions is None:
+            return dict(moving)
+        return {key: moving[key] for key in partitions if key in moving}
+
+    async def alter_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Start (a replica list) or cancel (None) reassignments; per partition, the error or
+        None. Each topic's znode is rewritten conditionally on its version."""
+        results: dict[TopicPartition, KafkaError | None] = {}
+        by_topic: dict[str, dict[int, Sequence[int] | None]] = {}
+        live = set(self._snapshot.brokers)
+        for (topic, index), target in targets.items():
+            info = self._topics.get(topic)
+            if info is None or not 0 <= index < len(info.partitions):
+                results[(topic, index)] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            if target is not None:
+                if not target or len(set(target)) != len(target):
+                    results[(topic, index)] = KafkaError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT, "empty or duplicate replicas"
+                    )
+                    continue
+                if any(b not in live for b in target):
+                    results[(topic, index)] = KafkaError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT, "unknown broker in the replicas"
+                    )
+                    continue
+            elif (topic, index) not in self._snapshot.moving:
+                results[(topic, index)] = KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+                continue
+            by_topic.setdefault(topic, {})[index] = target
+
+        def write(topic: str, changes: dict[int, Sequence[int] | None]) -> None:
+            data, stat = self._zk.get(zk_paths.topic_path(topic))
+            assignment = zk_paths.decode_topic(data)
+            replicas = list(assignment.replicas)
+            adding, removing = dict(assignment.adding), dict(assignment.removing)
+            for index, target in changes.items():
+                current = decisions.Reassignment(
+                    replicas[index], adding.get(index, ()), removing.get(index, ())
+                )
+                moved = (
+                    decisions.cancel_reassignment(current)
+                    if target is None
+                    else decisions.start_reassignment(current, target)
+                )
+                replicas[index] = moved.replicas
+                adding[index] = moved.adding
+                removing[index] = moved.removing
+            self._zk.set(
+                zk_paths.topic_path(topic),
+                zk_paths.encode_assignment(assignment.topic_id, replicas, adding, removing),
+                version=stat.version,
+            )
+
+        for topic, changes in by_topic.items():
+            try:
+                await self._zk_call(write, topic, changes)
+                outcome = None
+            except KafkaError as exc:
+                outcome = exc
+            for index in changes:
+                results[(topic, index)] = outcome
+        await self._refresh_after_write()
+        return results
+
+    async def elect_leaders(
+        self, partitions: Sequence[TopicPartition], *, unclean: bool
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Preferred (or, with ``unclean``, unclean) leader election for ``partitions``, the
+        ElectLeaders API. Written conditionally on each state znode's version."""
+        snap = self._snapshot
+        live = set(snap.brokers)
+        result: dict[TopicPartition, ErrorCode] = {}
+        wanted: dict[TopicPartition, PartitionState] = {}
+        for key in partitions:
+            entry = snap.states.get(key)
+            if entry is None:
+                result[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                wanted[key] = entry[0]
+        epoch = max(self._controller_epoch, 0)
+        if unclean:
+            changes = decisions.unclean_elections(wanted, snap.assignments, live, epoch)
+        else:
+            changes = decisions.preferred_elections(wanted, snap.assignments, live, epoch)
+        elected = {c.partition for c in changes}
+        for key, state in wanted.items():
+            if key in elected:
+                continue
+            replicas = snap.assignments.get(key, ())
+            done = (
+                state.leader in live if unclean else bool(replicas) and state.leader == replicas[0]
+            )
+            if done:
+                result[key] = ErrorCode.ELECTION_NOT_NEEDED
+            elif unclean:
+                result[key] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            else:
+                result[key] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        for change in changes:
+            _, version = snap.states[change.partition]
+            try:
+                await asyncio.to_thread(
+                    self._zk.set,
+                    zk_paths.state_path(*change.partition),
+                    zk_paths.encode_state(change.new),
+                    version=version,
+                )
+                result[change.partition] = ErrorCode.NONE
+            except BadVersionError:
+                # The state moved meanwhile; the client may retry against the new state.
+                result[change.partition] = ErrorCode.REQUEST_TIMED_OUT
+        await self._refresh_after_write()
+        return result
+
+    # --- leader-side ISR changes -----------------------------------------------------------
+
+    async def alter_isr(
+        self, topic: str, partition: int, leader_epoch: int, isr: tuple[int, ...]
+    ) -> tuple[int, ...] | None:
+        """Write ``isr`` conditionally on the state version this broker last read; returns
+        the ISR stored afterwards (``isr`` when written), None when this broker no longer
+        leads at ``leader_epoch``."""
+        entry = self._snapshot.states.get((topic, partition))
+        if entry is None:
+            return None
+        state, version = entry
+        if state.leader != self._me or state.leader_epoch != leader_epoch:
+            return None
+        new = PartitionState(self._me, leader_epoch, tuple(isr), state.controller_epoch)
+        try:
+            await asyncio.to_thread(
+                self._zk.set,
+                zk_paths.state_path(topic, partition),
+                zk_paths.encode_state(new),
+                version=version,
+            )
+        except (BadVersionError, NoNodeError):
+            await self._refresh_after_write()
+            entry = self._snapshot.states.get((topic, partition))
+            if entry is None or entry[0].leader != self._me:
+                return None
+            return entry[0].isr if entry[0].leader_epoch == leader_epoch else None
+        await self._refresh_after_write()
+        return tuple(isr)
+
+    # --- changes ---------------------------------------------------------------------------
+
+    def _existing(self, name: str) -> TopicInfo:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist")
+        return topic
+
+    def _racks(self) -> dict[int, str | None]:
+        return {b: info.rack for b, info in self._snapshot.brokers.items()}
+
+    def _create_nodes(
+        self,
+        name: str,
+        topic_id: uuid.UUID,
+        replicas: list[tuple[int, ...]],
+        configs: Mapping[str, str],
+        live: set[int],
+    ) -> None:
+        transaction = self._zk.transaction()
+        transaction.create(
+            zk_paths.topic_path(name), zk_paths.encode_assignment(topic_id, replicas)
+        )
+        transaction.create(zk_paths.partitions_path(name))
+        epoch = max(self._controller_epoch, 0)
+        for index, assigned in enumerate(replicas):
+            state = decisions.initial_state(assigned, live, epoch)
+            transaction.create(zk_paths.partition_path(name, index))
+            transaction.create(zk_paths.state_path(name, index), zk_paths.encode_state(state))
+        results = transaction.commit()
+        for r in results:
+            if isinstance(r, NodeExistsError):
+                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic {name!r} already exists")
+            if isinstance(r, Exception):
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot create {name!r}: {r!r}")
+        self._set_config_node(zk_paths.topic_config_path(name), configs)
+
+    def _set_config_node(self, path: str, configs: Mapping[str, str]) -> None:
+        data = zk_paths.encode_config(configs)
+        try:
+            self._zk.set(path, data)
+        except NoNodeError:
+            self._zk.create(path, data, makepath=True)
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        *,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+        configs: Mapping[str, str] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self._topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic {name!r} already exists")
+        check_collision(name, self._topics)
+        racks = self._racks()
+        brokers = sorted(racks)
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    "Both numPartitions or replicationFactor and replicasAssignments were "
+                    "set; only one may be used",
+                )
+            check_assignments(assignments, brokers)
+            replicas = [tuple(assignments[i]) for i in range(len(assignments))]
+        else:
+            if num_partitions == -1:
+                num_partitions = self._config.num_partitions
+            if replication_factor == -1:
+                replication_factor = self._config.default_replication_factor
+            if num_partitions <= 0:
+                raise KafkaError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    "Number of partitions must be larger than 0, or -1 to use the default",
+                )
+            check_replication_factor(replication_factor, brokers)
+            replicas = decisions.assign_replicas(
+                racks,
+                num_partitions,
+                replication_factor,
+                start_index=random.randrange(len(brokers)),
+            )
+        overrides = dict(configs or {})
+        validate_topic_configs(overrides)
+        topic_id = random_kafka_uuid()
+        live = set(brokers)
+        topic = TopicInfo(
+            name=name,
+            topic_id=topic_id,
+            partitions=tuple(
+                PartitionInfo(i, s.leader, s.leader_epoch, r, s.isr)
+                for i, r in enumerate(replicas)
+                for s in [decisions.initial_state(r, live, 0)]
+            ),
+            configs=overrides,
+            internal=name in INTERNAL_TOPICS,
+        )
+        if validate_only:
+            return topic
+        await self._zk_call(self._create_nodes, name, topic_id, replicas, overrides, live)
+        await self._refresh_after_write()
+        return self._topics.get(name, topic)
+
+    async def _zk_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except ZK_ERRORS as exc:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"zookeeper: {exc!r}") from exc
+
+    async def delete_topic(self, name: str) -> None:
+        self._existing(name)
+
+        def delete() -> None:
+            with contextlib.suppress(NoNodeError):
+                self._zk.delete(zk_paths.topic_path(name), recursive=True)
+            with contextlib.suppress(NoNodeError):
+                self._zk.delete(zk_paths.topic_config_path(name))
+
+        await self._zk_call(delete)
+        await self._refresh_after_write()
+
+    async def create_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        topic = self._existing(name)
+        current = len(topic.partitions)
+        if total <= current:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {current} partitions, requested {total}",
+            )
+        added = total - current
+        rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+        racks = self._racks()
+        brokers = sorted(racks)
+        if assignments is not None:
+            if len(assignments) != added:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Increasing the number of partitions by {added} but "
+                    f"{len(assignments)} assignments provided",
+                )
+            for offset, assigned in enumerate(assignments):
+                check_replicas(assigned, brokers, f"Partition {current + offset}")
+            new = [tuple(a) for a in assignments]
+        else:
+            check_replication_factor(rf, brokers)
+            new = decisions.assign_replicas(
+                racks,
+                added,
+                rf,
+                start_index=random.randrange(len(brokers)),
+                first_partition=current,
+            )
+        live = set(brokers)
+        grown = TopicInfo(
+            name=topic.name,
+            topic_id=topic.topic_id,
+            partitions=topic.partitions
+            + tuple(
+                PartitionInfo(current + i, s.leader, 0, r, s.isr)
+                for i, r in enumerate(new)
+                for s in [decisions.initial_state(r, live, 0)]
+            ),
+            configs=dict(topic.configs),
+            internal=topic.internal,
+        )
+        if validate_only:
+            return grown
+
+        def write() -> None:
+            data, stat = self._zk.get(zk_paths.topic_path(name))
+            topic_id, replicas = zk_paths.decode_assignment(data)
+            if len(replicas) != current:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, "partitions changed concurrently")
+            transaction = self._zk.transaction()
+            transaction.set_data(
+                zk_paths.topic_path(name),
+                zk_paths.encode_assignment(topic_id, [*replicas, *new]),
+                stat.version,
+            )
+            epoch = max(self._controller_epoch, 0)
+            for i, assigned in enumerate(new):
+                state = decisions.initial_state(assigned, live, epoch)
+                transaction.create(zk_paths.partition_path(name, current + i))
+                transaction.create(
+                    zk_paths.state_path(name, current + i), zk_paths.encode_state(state)
+                )
+            results = transaction.commit()
+            if any(isinstance(r, Exception) for r in results):
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"cannot add partitions: {results}")
+
+        await self._zk_call(write)
+        await self._refresh_after_write()
+        return self._topics.get(name, grown)
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        self._existing(name)
+        validate_topic_configs(configs)
+        await self._zk_call(self._set_config_node, zk_paths.topic_config_path(name), configs)
+        await self._refresh_after_write()
+        return self._existing(name)
+
+    async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
+        validate_dynamic_broker_configs(configs)
+        await self._zk_call(self._set_config_node, zk_paths.broker_config_path(self._me), configs)
+        await self._refresh_after_write()

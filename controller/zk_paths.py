@@ -1,0 +1,215 @@
+"""ZooKeeper paths and znode payloads, in the layout Kafka's ZooKeeper mode uses.
+
+Pure (no kazoo, no IO): paths are built here and payloads are encoded to and decoded from
+UTF-8 JSON bytes here, so the formats are tested without a server.
+
+Znodes (all payloads UTF-8 JSON unless said otherwise):
+
+- ``/cluster/id``: ``{"version": "1", "id": "<cluster id>"}``, created once.
+- ``/controller`` (ephemeral): ``{"version": 1, "brokerid": <id>, "timestamp": "<ms>"}``.
+- ``/controller_epoch``: the decimal epoch as text; +1 on every controller election. Its znode
+  version fences a stale controller: controller writes are transactions that check it.
+- ``/brokers/ids/<id>`` (ephemeral): ``{"version": 4, "host": h, "port": p,
+  "endpoints": ["PLAINTEXT://h:p"], "listener_security_protocol_map": {"PLAINTEXT":
+  "PLAINTEXT"}, "rack": r | null, "jmx_port": -1, "timestamp": "<ms>"}``.
+- ``/brokers/topics/<topic>``: ``{"version": 3, "topic_id": "<Kafka base64 uuid>",
+  "partitions": {"0": [1, 2, 3], ...}, "adding_replicas": {"0": [3]},
+  "removing_replicas": {"0": [1]}}``; during a reassignment (KIP-455) a partition's list is
+  the target replicas followed by the original ones being removed.
+- ``/brokers/topics/<topic>/partitions/<n>/state``: ``{"version": 1, "controller_epoch": c,
+  "leader": l, "leader_epoch": e, "isr": [...]}``; changed only by conditional writes on
+  the znode version (leader: ISR changes; controller: elections, in a transaction with the
+  controller epoch check).
+- ``/config/topics/<topic>``: ``{"version": 1, "config": {"name": "value"}}``.
+- ``/config/brokers/<id>``: the same shape, for dynamic broker configs (KIP-226).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+TOPIC_CONFIGS = "/config/topics"
+BROKER_CONFIGS = "/config/brokers"
+# Created at start so watches and children listings never hit a missing parent.
+PERSISTENT_PATHS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, "/cluster")
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}"
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{TOPIC_CONFIGS}/{topic}"
+
+
+def broker_config_path(broker_id: int) -> str:
+    return f"{BROKER_CONFIGS}/{broker_id}"
+
+
+def _dump(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True).encode("utf-8")
+
+
+def _load(data: bytes) -> Any:
+    return json.loads(data.decode("utf-8"))
+
+
+def kafka_uuid(value: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """Leader and ISR of one partition, as stored in its state znode."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+
+def encode_state(state: PartitionState) -> bytes:
+    return _dump(
+        {
+            "version": 1,
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
+    )
+
+
+def decode_state(data: bytes) -> PartitionState:
+    obj = _load(data)
+    return PartitionState(
+        leader=int(obj["leader"]),
+        leader_epoch=int(obj["leader_epoch"]),
+        isr=tuple(int(b) for b in obj["isr"]),
+        controller_epoch=int(obj["controller_epoch"]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """A topic znode: replicas per partition and the reassignments in progress."""
+
+    topic_id: uuid.UUID
+    replicas: list[tuple[int, ...]]
+    adding: dict[int, tuple[int, ...]]
+    removing: dict[int, tuple[int, ...]]
+
+
+def encode_assignment(
+    topic_id: uuid.UUID,
+    replicas: Sequence[Sequence[int]],
+    adding: Mapping[int, Sequence[int]] | None = None,
+    removing: Mapping[int, Sequence[int]] | None = None,
+) -> bytes:
+    return _dump(
+        {
+            "version": 3,
+            "topic_id": kafka_uuid(topic_id),
+            "partitions": {str(i): list(r) for i, r in enumerate(replicas)},
+            "adding_replicas": {str(p): list(r) for p, r in (adding or {}).items() if r},
+            "removing_replicas": {str(p): list(r) for p, r in (removing or {}).items() if r},
+        }
+    )
+
+
+def decode_topic(data: bytes) -> Assignment:
+    obj = _load(data)
+
+    def lists(key: str) -> dict[int, tuple[int, ...]]:
+        return {int(k): tuple(int(b) for b in v) for k, v in (obj.get(key) or {}).items()}
+
+    partitions = lists("partitions")
+    return Assignment(
+        topic_id=parse_kafka_uuid(obj["topic_id"]),
+        replicas=[partitions[i] for i in sorted(partitions)],
+        adding=lists("adding_replicas"),
+        removing=lists("removing_replicas"),
+    )
+
+
+def decode_assignment(data: bytes) -> tuple[uuid.UUID, list[tuple[int, ...]]]:
+    """(topic id, replicas per partition in partition order)."""
+    topic = decode_topic(data)
+    return topic.topic_id, topic.replicas
+
+
+def encode_config(config: Mapping[str, str]) -> bytes:
+    return _dump({"version": 1, "config": dict(config)})
+
+
+def decode_config(data: bytes) -> dict[str, str]:
+    if not data:
+        return {}
+    return {str(k): str(v) for k, v in _load(data).get("config", {}).items()}
+
+
+def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int) -> bytes:
+    return _dump(
+        {
+            "version": 4,
+            "host": host,
+            "port": port,
+            "endpoints": [f"PLAINTEXT://{host}:{port}"],
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "rack": rack,
+            "jmx_port": -1,
+            "timestamp": str(timestamp_ms),
+        }
+    )
+
+
+def decode_broker(data: bytes) -> tuple[str, int, str | None]:
+    """(host, port, rack)."""
+    obj = _load(data)
+    return str(obj["host"]), int(obj["port"]), obj.get("rack")
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    return _dump({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
+
+
+def decode_controller(data: bytes) -> int:
+    return int(_load(data)["brokerid"])
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return str(_load(data)["id"])

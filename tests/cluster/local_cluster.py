@@ -1,0 +1,199 @@
+"""A local cluster on loopback: one ZooKeeper server (Debian's package) and N kbroker processes.
+
+Used by the cluster tests, by bench/replicated.py and by `make cluster` (run as a script it
+starts ZooKeeper and three brokers on ports 9092-9094 under ./cluster-data and stops them on
+Ctrl-C).
+
+Layout under the work directory: ``zookeeper/data`` (ZooKeeper's dataDir), ``zookeeper.out``
+(its console output), and ``broker-<id>/`` per broker (see compat_tests/broker_process.py).
+ZooKeeper readiness is checked with the ``srvr`` four-letter command, the one ZooKeeper 3.5+
+allows by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from compat_tests.broker_process import BrokerProcess, free_port  # noqa: E402
+from kbroker.client import KafkaClient  # noqa: E402
+
+JAVA = "/usr/bin/java"
+ZK_CLASSPATH = "/usr/share/java/*"
+ZK_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+# Settings that make failures show quickly on a small shared machine.
+FAST_FAILOVER = {
+    "zookeeper.session.timeout.ms": "8000",
+    "replica.lag.time.max.ms": "2000",
+    "replica.fetch.backoff.ms": "200",
+    "replica.fetch.wait.max.ms": "200",
+    "offsets.topic.num.partitions": "3",
+    "offsets.topic.replication.factor": "3",
+    "default.replication.factor": "3",
+    "controlled.shutdown.retry.backoff.ms": "3000",
+    "auto.leader.rebalance.enable": "false",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def zk_ready(port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+            sock.sendall(b"srvr")
+            return b"Mode:" in sock.recv(4096)
+    except OSError:
+        return False
+
+
+class ZooKeeperProcess:
+    """A standalone ZooKeeper server; restarts keep its port and data."""
+
+    def __init__(self, work_dir: Path, port: int | None = None) -> None:
+        self.work_dir = work_dir
+        self.port = port if port is not None else free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        data = self.work_dir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        with open(self.work_dir / "zookeeper.out", "ab") as out:
+            self._proc = subprocess.Popen(
+                [JAVA, "-Xmx256m", "-cp", ZK_CLASSPATH, ZK_MAIN, str(self.port), str(data)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"zookeeper exited with {self._proc.returncode}")
+            if zk_ready(self.port):
+                return
+            time.sleep(0.2)
+        raise RuntimeError("zookeeper did not start")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+    def kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+
+class LocalCluster:
+    """ZooKeeper plus brokers 1..n, each with its own port and data directory."""
+
+    def __init__(
+        self,
+        work_dir: Path,
+        size: int = 3,
+        *,
+        overrides: Mapping[str, str] | None = None,
+        ports: list[int] | None = None,
+    ) -> None:
+        self.work_dir = work_dir
+        self.zookeeper = ZooKeeperProcess(work_dir / "zookeeper")
+        settings = {**FAST_FAILOVER, **(overrides or {})}
+        self.brokers: dict[int, BrokerProcess] = {}
+        for i in range(size):
+            broker_id = i + 1
+            self.brokers[broker_id] = BrokerProcess(
+                work_dir / f"broker-{broker_id}",
+                port=ports[i] if ports else None,
+                overrides={
+                    "broker.id": str(broker_id),
+                    "zookeeper.connect": self.zookeeper.connect,
+                    **settings,
+                },
+            )
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def start(self) -> None:
+        self.zookeeper.start()
+        for broker in self.brokers.values():
+            broker.start(timeout=60)
+        self.wait_registered()
+
+    def wait_registered(self, timeout: float = 60.0) -> None:
+        """Wait until every running broker is registered and a controller is elected."""
+        asyncio.run(self._wait_registered(timeout))
+
+    async def _wait_registered(self, timeout: float) -> None:
+        wanted = {i for i, b in self.brokers.items() if b.running()}
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                async with KafkaClient(
+                    [(b.host, b.port) for b in self.brokers.values() if b.running()], timeout=5
+                ) as client:
+                    md = await client.metadata([])
+                if {b.node_id for b in md.brokers} >= wanted and md.controller_id >= 0:
+                    return
+            except (OSError, TimeoutError, ConnectionError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("brokers did not register")
+            await asyncio.sleep(0.3)
+
+    def stop(self) -> None:
+        for broker in self.brokers.values():
+            broker.stop(timeout=30)
+        self.zookeeper.stop()
+
+    def kill_all(self) -> None:
+        for broker in self.brokers.values():
+            if broker.pid is not None and broker.running():
+                os.kill(broker.pid, signal.SIGCONT)
+            broker.kill()
+        self.zookeeper.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="ZooKeeper and three kbrokers on loopback")
+    parser.add_argument("--dir", default="cluster-data")
+    parser.add_argument("--base-port", type=int, default=9092)
+    args = parser.parse_args()
+    ports = [args.base_port + i for i in range(3)]
+    cluster = LocalCluster(Path(args.dir).resolve(), 3, ports=ports)
+    # SIGTERM stops the cluster like Ctrl-C does (SystemExit runs the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        cluster.start()
+        print(f"cluster up: bootstrap {cluster.bootstrap}, zookeeper {cluster.zookeeper.connect}")
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("stopping")
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Controller failover, ZooKeeper restarts and expired sessions, preferred elections."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import ElectionType, TopicPartition
+from helpers import (
+    admin,
+    controller_id,
+    create_topic,
+    full_isr,
+    partition_view,
+    pause,
+    produce_raw,
+    resume,
+    wait_for,
+)
+from local_cluster import LocalCluster
+
+from wire.errors import ErrorCode
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 3
+
+
+def _all_led_by_others(cluster: LocalCluster, topic: str, gone: int) -> bool:
+    views = [partition_view(cluster, topic, p) for p in range(PARTITIONS)]
+    return all(v is not None and v.leader not in (-1, gone) for v in views)
+
+
+def test_controller_killed_another_takes_over_and_elects(cluster: LocalCluster) -> None:
+    topic = "controller-failover"
+    create_topic(cluster, topic, PARTITIONS)
+    old = controller_id(cluster)
+    assert old in cluster.brokers
+    led = [
+        p for p in range(PARTITIONS) if (v := partition_view(cluster, topic, p)) and v.leader == old
+    ]
+    cluster.brokers[old].kill()
+    new = wait_for(
+        lambda: (c := controller_id(cluster)) not in (-1, old) and c, 60, "a new controller"
+    )
+    assert new != old
+    # The partitions the dead controller led were moved by the new controller.
+    wait_for(lambda: _all_led_by_others(cluster, topic, old), 60, "leaders for every partition")
+    for p in led:
+        view = partition_view(cluster, topic, p)
+        assert view is not None and old not in view.isr
+    cluster.brokers[old].start(timeout=60)
+    for p in range(PARTITIONS):
+        wait_for(lambda p=p: full_isr(cluster, topic, p), 60, "the returning broker in sync")
+    # Preferred-leader election (ElectLeaders) gives the returned broker its leaderships back.
+    client = admin(cluster)
+    client.elect_leaders(
+        ElectionType.PREFERRED, [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    ).result(30)
+    for p in range(PARTITIONS):
+        wait_for(
+            lambda p=p: (v := partition_view(cluster, topic, p)) and v.leader == v.replicas[0],
+            30,
+            "preferred leaders",
+        )
+
+
+def test_zookeeper_restart_brokers_reregister_and_elections_go_on(cluster: LocalCluster) -> None:
+    topic = "zk-restart"
+    create_topic(cluster, topic, PARTITIONS)
+    cluster.zookeeper.stop()
+    time.sleep(3)
+    cluster.zookeeper.start()
+    wait_for(
+        lambda: (
+            len(admin(cluster).list_topics(timeout=10).brokers) == 3
+            and controller_id(cluster) in cluster.brokers
+        ),
+        60,
+        "three registered brokers and a controller",
+    )
+    # Elections still happen after the restart.
+    view = wait_for(lambda: full_isr(cluster, topic), 60, "a full ISR")
+    cluster.brokers[view.leader].kill()
+    try:
+        wait_for(lambda: _all_led_by_others(cluster, topic, view.leader), 60, "new leaders")
+        new_view = partition_view(cluster, topic)
+        assert new_view is not None
+        assert produce_raw(cluster, new_view.leader, topic, -1, 2) == ErrorCode.NONE
+    finally:
+        cluster.brokers[view.leader].start(timeout=60)
+    wait_for(lambda: full_isr(cluster, topic), 60, "a full ISR again")
+
+
+def test_broker_whose_session_expired_registers_again(cluster: LocalCluster) -> None:
+    topic = "expired"
+    create_topic(cluster, topic)
+    view = wait_for(lambda: full_isr(cluster, topic), 60, "a full ISR")
+    victim = view.leader
+    # Paused past zookeeper.session.timeout.ms: its registration goes, leadership moves.
+    pause(cluster, victim)
+    try:
+        wait_for(lambda: _all_led_by_others_one(cluster, topic, victim), 60, "a new leader")
+        assert victim not in admin(cluster).list_topics(timeout=10).brokers
+    finally:
+        resume(cluster, victim)
+    wait_for(
+        lambda: victim in admin(cluster).list_topics(timeout=10).brokers, 60, "re-registration"
+    )
+    wait_for(lambda: full_isr(cluster, topic), 60, "the broker back in the ISR")
+
+
+def _all_led_by_others_one(cluster: LocalCluster, topic: str, gone: int) -> bool:
+    view = partition_view(cluster, topic)
+    return view is not None and view.leader not in (-1, gone)

@@ -1,0 +1,72 @@
+"""The reassignment handlers over the embedded (single-node) backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from controller.embedded import EmbeddedMetadata
+from kbroker.config import BrokerConfig
+from kbroker.handlers.reassignments import (
+    handle_alter_partition_reassignments,
+    handle_list_partition_reassignments,
+)
+from wire.errors import ErrorCode
+from wire.messages.alter_partition_reassignments_request import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+from wire.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
+from wire.messages.request_header import RequestHeader
+
+HEADER = RequestHeader(request_api_key=45, request_api_version=0, correlation_id=1)
+
+
+async def test_single_node_accepts_only_the_current_replicas(tmp_path: Path) -> None:
+    config = BrokerConfig.from_properties(
+        {"broker.id": "1", "log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:9092"}
+    )
+    metadata = EmbeddedMetadata(config)
+    await metadata.start()
+    await metadata.create_topic("t", 1, 1)
+    broker = SimpleNamespace(metadata=metadata)
+    request = AlterPartitionReassignmentsRequest(
+        topics=[
+            ReassignableTopic(
+                name="t",
+                partitions=[
+                    ReassignablePartition(partition_index=0, replicas=[1]),
+                ],
+            ),
+            ReassignableTopic(
+                name="u", partitions=[ReassignablePartition(partition_index=0, replicas=[1])]
+            ),
+        ]
+    )
+    response = await handle_alter_partition_reassignments(broker, HEADER, request, 0)  # type: ignore[arg-type]
+    codes = {
+        (t.name, p.partition_index): p.error_code for t in response.responses for p in t.partitions
+    }
+    assert codes == {("t", 0): ErrorCode.NONE, ("u", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    moved = AlterPartitionReassignmentsRequest(
+        topics=[
+            ReassignableTopic(
+                name="t", partitions=[ReassignablePartition(partition_index=0, replicas=[2])]
+            )
+        ]
+    )
+    response = await handle_alter_partition_reassignments(broker, HEADER, moved, 0)  # type: ignore[arg-type]
+    assert response.responses[0].partitions[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    cancel = AlterPartitionReassignmentsRequest(
+        topics=[ReassignableTopic(name="t", partitions=[ReassignablePartition(partition_index=0)])]
+    )
+    response = await handle_alter_partition_reassignments(broker, HEADER, cancel, 0)  # type: ignore[arg-type]
+    assert response.responses[0].partitions[0].error_code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    listed = await handle_list_partition_reassignments(
+        broker,  # type: ignore[arg-type]
+        HEADER,
+        ListPartitionReassignmentsRequest(),
+        0,
+    )
+    assert listed.topics == []
