@@ -1,0 +1,378 @@
+"""Broker metrics in the Prometheus text exposition format (version 0.0.4), served over HTTP.
+
+The endpoint runs on ``metrics.port`` (off when unset) and answers ``GET /metrics``; any other
+path is 404, any other method 405. The format, one sample per line:
+
+    # HELP <name> <text>
+    # TYPE <name> counter|gauge|histogram
+    <name>{label="value",...} <number>
+
+Label values escape backslash, double quote and newline. Histograms expose cumulative
+``_bucket{le="..."}`` series ending with ``le="+Inf"``, then ``_sum`` and ``_count``.
+
+Two kinds of figures:
+
+- events counted as they happen: requests and their latency per API (``RequestMetrics``, fed
+  by the dispatcher), bytes in (produce) and out (consumer fetch) and replication bytes out per
+  topic, ISR shrinks and expands (seen as metadata changes of partitions this broker leads, so
+  both metadata backends count them);
+- state read at scrape time (``BrokerMetrics``): purgatory sizes, partitions led,
+  under-replicated partitions, offline partitions and the active-controller flag, log size and
+  offsets per local partition, and consumer-group lag for partitions this broker leads
+  (high watermark minus committed offset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from controller.interface import TopicInfo
+from kbroker.purgatory import Purgatory
+from wire.api_keys import ApiKey
+from wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Request latency buckets, seconds: from sub-millisecond metadata calls to long-poll fetches.
+LATENCY_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+)  # fmt: skip
+MAX_HTTP_REQUEST_BYTES = 8192
+HTTP_READ_TIMEOUT = 5.0
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(labels: Labels) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels) + "}"
+
+
+def _number(value: float) -> str:
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+class Exposition:
+    """Accumulates metric families and renders the text format."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+
+    def family(self, name: str, kind: str, help_text: str) -> None:
+        self._lines.append(f"# HELP {name} {help_text}")
+        self._lines.append(f"# TYPE {name} {kind}")
+
+    def sample(self, name: str, labels: Labels, value: float) -> None:
+        self._lines.append(f"{name}{_labels(labels)} {_number(value)}")
+
+    def render(self) -> str:
+        return "\n".join(self._lines) + "\n"
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...] = LATENCY_BUCKETS
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * len(self.buckets)
+
+    def observe(self, value: float) -> None:
+        self.total += value
+        self.count += 1
+        for i, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[i] += 1
+                break
+
+    def expose(self, out: Exposition, name: str, labels: Labels) -> None:
+        cumulative = 0
+        for bound, n in zip(self.buckets, self.counts, strict=True):
+            cumulative += n
+            out.sample(f"{name}_bucket", (*labels, ("le", _number(bound))), cumulative)
+        out.sample(f"{name}_bucket", (*labels, ("le", "+Inf")), self.count)
+        out.sample(f"{name}_sum", labels, self.total)
+        out.sample(f"{name}_count", labels, self.count)
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)
+
+
+def _records_size(records: object) -> int:
+    """Bytes of a records field: a file region or memoryview (``nbytes``) or bytes."""
+    if records is None:
+        return 0
+    nbytes = getattr(records, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    return len(records)  # type: ignore[arg-type]
+
+
+class RequestMetrics:
+    """Per-API request counts, errors (closed connections) and latency; bytes per topic.
+
+    ``topic_name`` resolves the topic ids of Fetch v13+ to names (None when unknown)."""
+
+    def __init__(self, topic_name: Callable[[uuid.UUID], str | None]) -> None:
+        self._topic_name = topic_name
+        self.latency: dict[str, Histogram] = {}
+        self.failed: dict[str, int] = {}
+        self.bytes_in: dict[str, int] = {}
+        self.bytes_out: dict[str, int] = {}
+        self.replication_bytes_out: dict[str, int] = {}
+
+    def observe(
+        self, api_key: int, request: Any, response: Any, seconds: float, *, failed: bool
+    ) -> None:
+        """One request handled in ``seconds``; ``failed`` when the handler raised (then
+        ``response`` is None; it is None for acks=0 produce requests too)."""
+        api = _api_name(api_key)
+        self.latency.setdefault(api, Histogram()).observe(seconds)
+        if failed:
+            self.failed[api] = self.failed.get(api, 0) + 1
+        if api_key == ApiKey.PRODUCE:
+            for topic in request.topic_data:
+                size = sum(_records_size(p.records) for p in topic.partition_data)
+                self.bytes_in[topic.name] = self.bytes_in.get(topic.name, 0) + size
+        elif api_key == ApiKey.FETCH and response is not None:
+            replica = max(request.replica_id, request.replica_state.replica_id)
+            target = self.replication_bytes_out if replica >= 0 else self.bytes_out
+            for topic in response.responses:
+                name = topic.topic or self._topic_name(topic.topic_id) or str(topic.topic_id)
+                size = sum(_records_size(p.records) for p in topic.partitions)
+                target[name] = target.get(name, 0) + size
+
+    def expose(self, out: Exposition) -> None:
+        out.family(
+            "kbroker_request_latency_seconds", "histogram", "Time to handle a request, per API."
+        )
+        for api, histogram in sorted(self.latency.items()):
+            histogram.expose(out, "kbroker_request_latency_seconds", (("api", api),))
+        out.family("kbroker_requests_total", "counter", "Requests handled, per API.")
+        for api, histogram in sorted(self.latency.items()):
+            out.sample("kbroker_requests_total", (("api", api),), histogram.count)
+        out.family(
+            "kbroker_requests_failed_total",
+            "counter",
+            "Requests whose handler raised instead of answering, per API.",
+        )
+        for api, n in sorted(self.failed.items()):
+            out.sample("kbroker_requests_failed_total", (("api", api),), n)
+        for name, values, text in (
+            ("kbroker_bytes_in_total", self.bytes_in, "Record bytes produced, per topic."),
+            ("kbroker_bytes_out_total", self.bytes_out, "Record bytes fetched by consumers."),
+            (
+                "kbroker_replication_bytes_out_total",
+                self.replication_bytes_out,
+                "Record bytes fetched by follower replicas, per topic.",
+            ),
+        ):
+            out.family(name, "counter", text)
+            for topic, n in sorted(values.items()):
+                out.sample(name, (("topic", topic),), n)
+
+
+class IsrChanges:
+    """Counts ISR shrinks and expands of partitions led by ``broker_id``, from metadata
+    change notifications (a change of ISR seen against the last known ISR)."""
+
+    def __init__(self, broker_id: int, topics: Iterable[TopicInfo]) -> None:
+        self._broker_id = broker_id
+        self._isr: dict[tuple[str, int], frozenset[int]] = {}
+        self.shrinks = 0
+        self.expands = 0
+        for topic in topics:
+            self._remember(topic)
+
+    def _remember(self, topic: TopicInfo) -> None:
+        for p in topic.partitions:
+            self._isr[(topic.name, p.partition)] = frozenset(p.isr)
+
+    def on_topic_change(self, topic: TopicInfo | None, name: str) -> None:
+        if topic is None:
+            for key in [key for key in self._isr if key[0] == name]:
+                del self._isr[key]
+            return
+        for p in topic.partitions:
+            before = self._isr.get((name, p.partition))
+            if before is not None and p.leader == self._broker_id:
+                after = frozenset(p.isr)
+                if after < before:
+                    self.shrinks += 1
+                elif after > before:
+                    self.expands += 1
+        self._remember(topic)
+
+
+class BrokerMetrics:
+    """Everything the endpoint shows for one broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self.requests: RequestMetrics = broker.dispatcher.metrics
+        self.isr = IsrChanges(broker.config.broker_id, broker.metadata.topics().values())
+        broker.metadata.add_listener(self.isr.on_topic_change)
+
+    def render(self) -> str:
+        out = Exposition()
+        self.requests.expose(out)
+        self._expose_state(out)
+        self._expose_logs(out)
+        self._expose_group_lag(out)
+        return out.render()
+
+    def _expose_state(self, out: Exposition) -> None:
+        broker = self._broker
+        me = broker.config.broker_id
+        out.family("kbroker_purgatory_size", "gauge", "Requests waiting in each purgatory.")
+        for name, value in sorted(vars(broker).items()):
+            if isinstance(value, Purgatory):
+                label = name.removesuffix("_purgatory")
+                out.sample("kbroker_purgatory_size", (("purgatory", label),), len(value))
+        led = under = offline = 0
+        for topic in broker.metadata.topics().values():
+            for p in topic.partitions:
+                if p.leader < 0:
+                    offline += 1
+                elif p.leader == me:
+                    led += 1
+                    under += len(p.isr) < len(p.replicas)
+        controller = broker.metadata.controller_id() == me
+        out.family("kbroker_leader_partitions", "gauge", "Partitions this broker leads.")
+        out.sample("kbroker_leader_partitions", (), led)
+        out.family(
+            "kbroker_under_replicated_partitions",
+            "gauge",
+            "Partitions led here whose ISR is smaller than their replica set.",
+        )
+        out.sample("kbroker_under_replicated_partitions", (), under)
+        out.family(
+            "kbroker_offline_partitions",
+            "gauge",
+            "Partitions without a leader (reported by the active controller only).",
+        )
+        out.sample("kbroker_offline_partitions", (), offline if controller else 0)
+        out.family("kbroker_active_controller", "gauge", "1 on the active controller.")
+        out.sample("kbroker_active_controller", (), int(controller))
+        out.family("kbroker_isr_shrinks_total", "counter", "ISR shrinks of partitions led here.")
+        out.sample("kbroker_isr_shrinks_total", (), self.isr.shrinks)
+        out.family("kbroker_isr_expands_total", "counter", "ISR expands of partitions led here.")
+        out.sample("kbroker_isr_expands_total", (), self.isr.expands)
+
+    def _expose_logs(self, out: Exposition) -> None:
+        logs = sorted(self._broker.logs.logs().items())
+        for name, attribute, text in (
+            ("kbroker_log_size_bytes", "size_bytes", "Bytes on disk of a partition's log."),
+            ("kbroker_log_end_offset", "log_end_offset", "Next offset of a partition's log."),
+            ("kbroker_log_start_offset", "log_start_offset", "First offset of a partition's log."),
+        ):
+            out.family(name, "gauge", text)
+            for (topic, partition), partition_log in logs:
+                labels = (("topic", topic), ("partition", str(partition)))
+                out.sample(name, labels, getattr(partition_log, attribute))
+
+    def _expose_group_lag(self, out: Exposition) -> None:
+        out.family(
+            "kbroker_consumer_group_lag",
+            "gauge",
+            "High watermark minus committed offset, for partitions led by this broker.",
+        )
+        coordinator = self._broker.group_coordinator
+        error, groups = coordinator.list_groups()
+        if error != ErrorCode.NONE:
+            return
+        for listing in sorted(groups, key=lambda g: g.group_id):
+            error, offsets = coordinator.fetch_offsets(listing.group_id, None)
+            if error != ErrorCode.NONE:
+                continue
+            for (topic, index), value in sorted(offsets.items()):
+                partition = self._broker.partition(topic, index)
+                if value is None or partition is None or not partition.is_leader:
+                    continue
+                labels = (("group", listing.group_id), ("topic", topic), ("partition", str(index)))
+                out.sample(
+                    "kbroker_consumer_group_lag",
+                    labels,
+                    max(0, partition.high_watermark - value.offset),
+                )
+
+
+class MetricsServer:
+    """A minimal HTTP/1.0 server for ``GET /metrics``; one request per connection."""
+
+    def __init__(self, render: Callable[[], str]) -> None:
+        self._render = render
+        self._server: asyncio.Server | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(
+            self._serve, host or None, port, limit=MAX_HTTP_REQUEST_BYTES
+        )
+        bound = int(self._server.sockets[0].getsockname()[1])
+        log.info("metrics endpoint listening on %s:%d", host or "*", bound)
+        return bound
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HTTP_READ_TIMEOUT)
+            status, body = self._answer(head)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+            status, body = "400 Bad Request", "bad request\n"
+        except ConnectionError:
+            writer.close()
+            return
+        payload = body.encode()
+        content_type = CONTENT_TYPE if status.startswith("200") else "text/plain"
+        writer.write(
+            f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode()
+            + payload
+        )
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+    def _answer(self, head: bytes) -> tuple[str, str]:
+        parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+        if len(parts) != 3:
+            return "400 Bad Request", "bad request\n"
+        method, target, _ = parts
+        if method != "GET":
+            return "405 Method Not Allowed", "only GET\n"
+        if target.split("?", 1)[0] != "/metrics":
+            return "404 Not Found", "try /metrics\n"
+        return "200 OK", self._render()
