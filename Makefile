@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := default-jre-headless zookeeper kcat iproute2
 
-.PHONY: install system-packages run test lint bench generate clean
+.PHONY: install system-packages run test lint bench generate clean cluster
 
 install: system-packages $(STAMP)
 
@@ -39,7 +39,13 @@ test: install
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: install
-	$(PY) bench/throughput.py
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) bench/suite.py
+
+# ZooKeeper (Debian's package) and three brokers on 127.0.0.1:9092-9094, data in cluster-data/;
+# Ctrl-C stops them.
+cluster: install
+	$(PY) tests/cluster/local_cluster.py --dir cluster-data --base-port 9092
 
 # Regenerate wire/messages from Kafka's JSON specs (../shared/kafka-protocol/message).
 generate: install
@@ -47,3 +53,10 @@ generate: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+
+# The Spark page-view pipeline against a running broker ($KBROKER_BOOTSTRAP, default
+# 127.0.0.1:9092, e.g. from `make run`); run it again to continue from its checkpoint in
+# .spark-demo/. Spark's Kafka connector is not needed: it uses the kbroker data source.
+.PHONY: spark-demo
+spark-demo: install
+	$(PY) -m spark_conn.demo --bootstrap "$${KBROKER_BOOTSTRAP:-127.0.0.1:9092}"

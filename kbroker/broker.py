@@ -1,9 +1,14 @@
 """The broker process: metadata, logs, partitions, the listener, and their lifecycle.
 
 Start-up order: metadata (so the topics are known), logs (recovery), the
-partitions this broker leads, then the listener. Shutdown runs the other way:
-stop accepting and finish requests in progress, then flush and close the logs
-with the clean-shutdown marker, then metadata.
+partitions this broker hosts (leaders and, in a cluster, followers), then the
+listener; a cluster broker then registers in ZooKeeper. Shutdown runs the other
+way: a cluster broker first hands its leaderships over (controlled shutdown),
+then stop accepting and finish requests in progress, stop replication, flush
+and close the logs with the clean-shutdown marker, then metadata.
+
+zookeeper.connect chooses the ZooKeeper backend (controller/zk_backend.py);
+without it the embedded single-node backend runs.
 """
 
 from __future__ import annotations
@@ -17,16 +22,21 @@ from collections.abc import Callable
 
 from controller.embedded import EmbeddedMetadata
 from controller.interface import MetadataBackend, TopicInfo
+from controller.zk_backend import ZkMetadata
 from kbroker.config import BrokerConfig, effective_topic_config
 from kbroker.dispatch import Dispatcher
 from kbroker.group.coordinator import GroupCoordinator
+from kbroker.log.lifecycle import LifecycleSettings, StorageLifecycle
 from kbroker.log.log_config import LogConfig
 from kbroker.log.log_manager import LogManager
+from kbroker.metrics import BrokerMetrics, MetricsServer
 from kbroker.partition import Partition
 from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.purgatory import Purgatory
 from kbroker.server.connection import ConnectionLimits
 from kbroker.server.listener import KafkaServer
+from replication.fetcher import make_settings
+from replication.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +48,27 @@ class Broker:
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.clock = clock
-        self.metadata: MetadataBackend = EmbeddedMetadata(config)
+        self.zk: ZkMetadata | None = None
+        if config.zookeeper_connect:
+            self.zk = ZkMetadata(config, clock=clock)
+            self.metadata: MetadataBackend = self.zk
+        else:
+            self.metadata = EmbeddedMetadata(config)
         self.logs = LogManager(list(config.log_dirs), clock=clock)
-        self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_purgatory = Purgatory()
+        self.replica_manager = ReplicaManager(
+            config.broker_id,
+            self.logs,
+            self._partition_changed,
+            lag_max_ms=config.get("replica.lag.time.max.ms"),
+            checkpoint_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
+            fetch_settings=make_settings(config.get),
+            address_of=self._address_of,
+            isr_writer=self.zk,
+            clock=clock,
+        )
+        # Every partition replica hosted here, leader or follower.
+        self.partitions: dict[tuple[str, int], Partition] = self.replica_manager.partitions
         self.producer_ids = ProducerIdAllocator(config.log_dirs[0])
         self.dispatcher = Dispatcher(self)
         self.group_coordinator = GroupCoordinator(self)
@@ -51,16 +78,27 @@ class Broker:
             ConnectionLimits(max_frame_bytes=config.socket_request_max_bytes),
         )
         self._flusher: asyncio.Task[None] | None = None
+        self.storage: StorageLifecycle | None = None
+        # The Prometheus endpoint, when metrics.port is set (kbroker/metrics.py).
+        self.metrics_server: MetricsServer | None = None
         self._stopped = False
         self.port = 0
 
     def partition(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
+        """The partition if this broker leads it (what clients may produce to and read)."""
+        return self.replica_manager.leader(topic, index)
+
+    def _address_of(self, broker_id: int) -> tuple[str, int] | None:
+        for info in self.metadata.brokers():
+            if info.broker_id == broker_id:
+                return info.host, info.port
+        return None
 
     async def start(self) -> int:
         """Start serving; returns the port the listener is bound to."""
         await self.metadata.start()
         self.logs.open_all()
+        self.replica_manager.load_checkpoints()
         for topic in self.metadata.topics().values():
             self._host_topic(topic)
         self.metadata.add_listener(self._on_topic_change)
@@ -68,7 +106,15 @@ class Broker:
         await self.group_coordinator.start()
         _, host, port = self.config.listeners[0]
         self.port = await self._server.start(host, port)
+        await self.replica_manager.start()
+        if self.zk is not None:
+            advertised = self.config.advertised_listeners[0]
+            await self.zk.register(advertised.host, advertised.port or self.port)
         self._flusher = asyncio.get_running_loop().create_task(self._flush_periodically())
+        self.storage = self._start_storage_lifecycle()
+        if self.config.metrics_port is not None:
+            self.metrics_server = MetricsServer(BrokerMetrics(self).render)
+            await self.metrics_server.start(host, self.config.metrics_port)
         log.info(
             "kbroker %d started: %d partitions, cluster id %s",
             self.config.broker_id,
@@ -82,15 +128,26 @@ class Broker:
             return
         self._stopped = True
         log.info("shutting down")
+        if self.zk is not None and self.config.get("controlled.shutdown.enable"):
+            # Kafka retries controlled.shutdown.max.retries times, backing off in between.
+            await self.zk.controlled_shutdown(
+                self.config.get("controlled.shutdown.max.retries")
+                * self.config.get("controlled.shutdown.retry.backoff.ms")
+                / 1000
+            )
         # First, so JoinGroup/SyncGroup requests parked in the coordinator are answered
         # (NOT_COORDINATOR) and their connections can finish.
         await self.group_coordinator.stop()
         await self._server.close()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
-        self.partitions.clear()
+        await self.replica_manager.stop()
+        if self.storage is not None:
+            await self.storage.stop()
         self.logs.shutdown()
         await self.metadata.stop()
         log.info("shut down cleanly")
@@ -99,33 +156,30 @@ class Broker:
         config = LogConfig.from_topic_config(
             effective_topic_config(topic.configs, self.config, self.metadata.broker_configs())
         )
-        for info in topic.partitions:
-            if info.leader != self.config.broker_id:
-                continue
-            existing = self.partitions.get((topic.name, info.partition))
-            if existing is not None:
-                existing.log.update_config(config)
-                existing.leader_epoch = info.leader_epoch
-                existing.isr = info.isr
-                continue
-            partition_log = self.logs.get_or_create(topic.name, info.partition, config)
-            self.partitions[(topic.name, info.partition)] = Partition(
-                topic.name,
-                info.partition,
-                partition_log,
-                info.leader_epoch,
-                info.isr,
-                self._partition_changed,
-            )
+        self.replica_manager.apply(topic, config)
 
     def _on_topic_change(self, topic: TopicInfo | None, name: str) -> None:
         if topic is not None:
             self._host_topic(topic)
             return
-        for key in [key for key in self.partitions if key[0] == name]:
-            del self.partitions[key]
-            self.logs.delete(*key)
-            self.fetch_purgatory.notify(key)
+        self.replica_manager.remove_topic(name)
+
+    def _start_storage_lifecycle(self) -> StorageLifecycle:
+        """Retention and the log cleaner (kbroker/log/lifecycle.py)."""
+
+        def high_watermark(key: tuple[str, int]) -> int | None:
+            partition = self.partitions.get(key)
+            return None if partition is None else partition.high_watermark
+
+        storage = StorageLifecycle(
+            self.logs,
+            LifecycleSettings.from_broker(self.config.get),
+            high_watermark=high_watermark,
+            on_change=self._partition_changed,
+            clock=self.clock,
+        )
+        storage.start()
+        return storage
 
     def _partition_changed(self, key: tuple[str, int]) -> None:
         self.fetch_purgatory.notify(key)

@@ -11,11 +11,11 @@ Further subcommands (``topics``, ``groups``, ...) are added to ``build_parser``.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
 
+from kbroker import cli_groups, cli_ops, logfmt
 from kbroker.config import BrokerConfig, ConfigError, resolve_properties
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -44,11 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="logging threshold (default INFO)",
     )
     start.set_defaults(func=_start)
+    cli_ops.register(sub)
+    cli_groups.register(sub)
     return parser
 
 
 def _configure_logging(level: str) -> None:
-    logging.basicConfig(stream=sys.stderr, level=level, format=LOG_FORMAT)
+    logfmt.configure(level, LOG_FORMAT)
 
 
 def _start(args: argparse.Namespace) -> int:

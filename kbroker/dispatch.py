@@ -8,6 +8,9 @@ closes the connection, as Kafka does for a request it does not know.
 
 from __future__ import annotations
 
+import logging
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +20,7 @@ from kbroker.handlers import (
     cluster,
     configs,
     delete_records,
+    elect_leaders,
     fetch,
     groups,
     init_producer_id,
@@ -25,7 +29,10 @@ from kbroker.handlers import (
     offset_for_leader_epoch,
     offsets,
     produce,
+    reassignments,
 )
+from kbroker.logfmt import fields
+from kbroker.metrics import RequestMetrics
 from kbroker.server.connection import CloseConnection
 from wire.api_keys import REQUEST_CLASSES, ApiKey
 from wire.errors import ErrorCode
@@ -34,6 +41,9 @@ from wire.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
     from kbroker.broker import Broker
+
+# The request log (debug level): one line per request handled.
+request_log = logging.getLogger("kbroker.request")
 
 Handler = Callable[[Any, RequestHeader, Any, int], Awaitable[Any]]
 
@@ -74,6 +84,16 @@ HANDLERS.update(
 )
 
 
+# Cluster operations (replication, controller/).
+HANDLERS.update(
+    {
+        ApiKey.ELECT_LEADERS: elect_leaders.handle_elect_leaders,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter_partition_reassignments,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list_partition_reassignments,
+    }
+)
+
+
 class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
@@ -85,6 +105,7 @@ class Dispatcher:
             )
             for key in sorted(HANDLERS)
         ]
+        self.metrics = RequestMetrics(self._topic_name)
 
     def supported_versions(self) -> list[ApiVersion]:
         return self._versions
@@ -93,7 +114,32 @@ class Dispatcher:
         handler = HANDLERS.get(header.request_api_key)
         if handler is None:
             raise CloseConnection(f"{ApiKey(header.request_api_key).name} is not supported")
-        return await handler(self._broker, header, request, header.request_api_version)
+        started = time.perf_counter()
+        response = None
+        failed = True
+        try:
+            response = await handler(self._broker, header, request, header.request_api_version)
+            failed = False
+            return response
+        finally:
+            elapsed = time.perf_counter() - started
+            self.metrics.observe(header.request_api_key, request, response, elapsed, failed=failed)
+            if request_log.isEnabledFor(logging.DEBUG):
+                request_log.debug(
+                    "request",
+                    extra=fields(
+                        api=ApiKey(header.request_api_key).name,
+                        version=header.request_api_version,
+                        correlation_id=header.correlation_id,
+                        client_id=header.client_id or "",
+                        ms=round(elapsed * 1000, 3),
+                        failed=failed,
+                    ),
+                )
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self._broker.metadata.topic_by_id(topic_id)
+        return None if topic is None else topic.name
 
     def reject_version(self, header: RequestHeader) -> object | None:
         """KIP-511: an ApiVersions request of an unknown version is answered in
