@@ -38,7 +38,7 @@ import enum
 import heapq
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kbroker.group.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
@@ -1147,11 +1147,18 @@ class GroupStateMachine:
                 records.append((OffsetKey(group_id, tp[0], tp[1]), None))
         return ErrorCode.NONE, errors, records
 
-    def expire_offsets(self) -> list[Record]:
+    def expire_offsets(
+        self, pending: Mapping[str, Collection[TopicPartition]] | None = None
+    ) -> list[Record]:
         """offsets.retention.minutes (KIP-211): offsets of an Empty group expire a retention
         period after it became empty; a simple group's (no protocol type) and the offsets of
         topics a Stable consumer group no longer subscribes to, after their commit. An explicit
-        expire timestamp wins. An Empty group left without offsets is deleted."""
+        expire timestamp wins. An Empty group left without offsets is deleted.
+
+        ``pending``: per group, partitions with a commit written but not yet applied; as in
+        Kafka, they do not expire (the newer commit is on its way), and neither does a group
+        that has any."""
+        pending = pending or {}
         now = self._clock()
         retention = self.config.offsets_retention_ms
         records: list[Record] = []
@@ -1170,7 +1177,10 @@ class GroupStateMachine:
                 base = None
             else:
                 continue
+            waiting = pending.get(group_id, ())
             for tp, value in list(candidates.items()):
+                if tp in waiting:
+                    continue
                 if value.expire_timestamp != NO_TIMESTAMP:
                     expired = value.expire_timestamp <= now
                 else:
@@ -1179,7 +1189,7 @@ class GroupStateMachine:
                 if expired:
                     del group.offsets[tp]
                     records.append((OffsetKey(group_id, tp[0], tp[1]), None))
-            if group.state is GroupState.EMPTY and not group.offsets:
+            if group.state is GroupState.EMPTY and not group.offsets and group_id not in pending:
                 del self._groups[group_id]
                 records.append((GroupKey(group_id), None))
         return records

@@ -79,7 +79,7 @@ async def handle_offset_commit(
                 leader_epoch=p.committed_leader_epoch,
                 expire_timestamp=expire_ts,
             )
-    errors = broker.group_coordinator.commit_offsets(
+    errors = await broker.group_coordinator.commit_offsets(
         request.group_id,
         request.member_id,
         request.group_instance_id,

@@ -17,9 +17,9 @@ leadership moved, REQUEST_TIMED_OUT after timeout_ms.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
+from kbroker.acks_all import await_replication, check_min_insync
 from kbroker.handlers.common import (
     LEADER_MOVED,
     broker_endpoints,
@@ -74,12 +74,8 @@ def _append(
     else:
         validate_produce_records(view, config.max_message_bytes)
         batches = bytearray(view)
-    if acks == -1 and len(partition.isr) < config.min_insync_replicas:
-        raise KafkaError(
-            ErrorCode.NOT_ENOUGH_REPLICAS,
-            f"{len(partition.isr)} in-sync replicas, min.insync.replicas is "
-            f"{config.min_insync_replicas}",
-        )
+    if acks == -1:
+        check_min_insync(partition)
     append_time = (
         int(broker.clock() * 1000) if config.message_timestamp_type == LOG_APPEND_TIME else None
     )
@@ -94,45 +90,13 @@ def _append(
     return response, result.last_offset
 
 
-def _replication_error(broker: Broker, partition: Partition, last_offset: int) -> ErrorCode | None:
-    """None while the batch waits for the ISR; otherwise the acks=all outcome."""
-    if broker.partition(partition.topic, partition.index) is not partition:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    if partition.high_watermark <= last_offset:
-        return None
-    if len(partition.isr) < partition.log.config.min_insync_replicas:
-        return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    return ErrorCode.NONE
-
-
 async def _await_replication(
     broker: Broker,
     waiting: list[tuple[Partition, int, PartitionProduceResponse]],
     timeout_ms: int,
 ) -> None:
-    deadline = time.monotonic() + max(timeout_ms, 0) / 1000
-    while waiting:
-        pending = []
-        for entry in waiting:
-            partition, last_offset, response = entry
-            error = _replication_error(broker, partition, last_offset)
-            if error is None:
-                pending.append(entry)
-            elif error != ErrorCode.NONE:
-                response.error_code = error
-                response.base_offset = -1
-        waiting = pending
-        remaining = deadline - time.monotonic()
-        if not waiting:
-            return
-        if remaining <= 0 or not await broker.fetch_purgatory.wait(
-            [p.key for p, _, _ in waiting], remaining
-        ):
-            break
-    for partition, last_offset, response in waiting:
-        error = _replication_error(broker, partition, last_offset)
-        if error is None:
-            error = ErrorCode.REQUEST_TIMED_OUT
+    outcomes = await await_replication(broker, [(p, last) for p, last, _ in waiting], timeout_ms)
+    for (_, _, response), error in zip(waiting, outcomes, strict=True):
         if error != ErrorCode.NONE:
             response.error_code = error
             response.base_offset = -1
