@@ -21,6 +21,10 @@ elections every leader.imbalance.check.interval.seconds when auto.leader.rebalan
 A broker that creates a topic writes its assignment and the partitions' initial states in one
 transaction. Controlled shutdown: the stopping broker removes its own registration, so the
 controller moves its leaderships as if it had failed, and waits for that before it stops.
+
+Also here, so that kazoo stays in this one module: ``read_consumer_offsets``, a read-only walk
+of ``/consumers/<group>/offsets/<topic>/<partition>`` (offsets kept by ZooKeeper-based
+consumers) for ``kbroker groups import-zk-offsets``.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -49,17 +52,12 @@ from controller.embedded import kafka_uuid_string, random_kafka_uuid
 from controller.interface import (
     INTERNAL_TOPICS,
     BrokerInfo,
+    Endpoint,
     PartitionInfo,
     TopicInfo,
-    TopicListener,
 )
-from controller.validation import (
-    check_assignments,
-    check_collision,
-    check_replicas,
-    check_replication_factor,
-    validate_topic_name,
-)
+from controller.topic_cache import TopicCache
+from controller.topic_plans import plan_partitions, plan_topic
 from controller.zk_paths import PartitionState
 from kbroker.config import BrokerConfig, validate_dynamic_broker_configs, validate_topic_configs
 from wire.errors import ErrorCode, KafkaError
@@ -90,10 +88,11 @@ class Snapshot:
     moving: dict[TopicPartition, decisions.Reassignment] = field(default_factory=dict)
 
 
-class ZkMetadata:
+class ZkMetadata(TopicCache):
     """The ZooKeeper ``MetadataBackend``, with the controller role when elected."""
 
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
         assert config.zookeeper_connect is not None
         self._config = config
         self._me = config.broker_id
@@ -104,14 +103,11 @@ class ZkMetadata:
         )
         self._cluster_id = ""
         self._snapshot = Snapshot()
-        self._topics: dict[str, TopicInfo] = {}
-        self._by_id: dict[uuid.UUID, TopicInfo] = {}
-        self._listeners: list[TopicListener] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._dirty = asyncio.Event()
         self._refresh_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
-        self._endpoint: tuple[str, int] | None = None
+        self._endpoints: tuple[Endpoint, ...] = ()
         self._shutting_down = False
         # Controller role: the epoch and the /controller_epoch znode version that fence it.
         self._controller_epoch = -1
@@ -134,20 +130,8 @@ class ZkMetadata:
     def brokers(self) -> list[BrokerInfo]:
         return [self._snapshot.brokers[b] for b in sorted(self._snapshot.brokers)]
 
-    def topics(self) -> dict[str, TopicInfo]:
-        return dict(self._topics)
-
-    def topic(self, name: str) -> TopicInfo | None:
-        return self._topics.get(name)
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return self._by_id.get(topic_id)
-
     def broker_configs(self) -> dict[str, str]:
         return dict(self._snapshot.broker_configs)
-
-    def add_listener(self, callback: TopicListener) -> None:
-        self._listeners.append(callback)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -169,9 +153,10 @@ class ZkMetadata:
             "zookeeper metadata: cluster id %s, %d topics", self._cluster_id, len(self._topics)
         )
 
-    async def register(self, host: str, port: int) -> None:
-        """Register this broker (after its listener is up) and run for controller."""
-        self._endpoint = (host, port)
+    async def register(self, endpoints: Sequence[Endpoint]) -> None:
+        """Register this broker with its advertised endpoints (after its listeners are up)
+        and run for controller."""
+        self._endpoints = tuple(endpoints)
         await asyncio.to_thread(self._register)
         await self.refresh()
 
@@ -236,9 +221,15 @@ class ZkMetadata:
     def _register(self) -> None:
         """Create /brokers/ids/<id>; an old session's node (a restart before it expired)
         is waited out, as Kafka does."""
-        assert self._endpoint is not None
-        host, port = self._endpoint
-        data = zk_paths.encode_broker(host, port, self._config.broker_rack, self._now_ms())
+        assert self._endpoints
+        inter = self._config.inter_broker_listener_name
+        host, port = next(
+            ((e.host, e.port) for e in self._endpoints if e.listener == inter),
+            (self._endpoints[0].host, self._endpoints[0].port),
+        )
+        data = zk_paths.encode_broker(
+            host, port, self._config.broker_rack, self._now_ms(), self._endpoints
+        )
         path = zk_paths.broker_path(self._me)
         deadline = time.monotonic() + self._config.zookeeper_session_timeout_ms / 1000 * 2
         while True:
@@ -257,6 +248,16 @@ class ZkMetadata:
                     raise
                 time.sleep(0.5)
 
+    def _broker_info(self, broker_id: int, data: bytes) -> BrokerInfo:
+        """A registration as this broker sees it: the peer's endpoint for our
+        inter.broker.listener.name is where replication reaches it."""
+        host, port, rack = zk_paths.decode_broker(data)
+        endpoints = zk_paths.decode_broker_endpoints(data)
+        for endpoint in endpoints:
+            if endpoint.listener == self._config.inter_broker_listener_name:
+                host, port = endpoint.host, endpoint.port
+        return BrokerInfo(broker_id, host, port, rack, endpoints)
+
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
@@ -269,8 +270,7 @@ class ZkMetadata:
                 data, stat = zk.get(f"{zk_paths.BROKER_IDS}/{child}")
             except NoNodeError:
                 continue
-            host, port, rack = zk_paths.decode_broker(data)
-            snap.brokers[int(child)] = BrokerInfo(int(child), host, port, rack)
+            snap.brokers[int(child)] = self._broker_info(int(child), data)
             snap.sessions[int(child)] = stat.ephemeralOwner
             snap.czxids[int(child)] = stat.czxid
         try:
@@ -378,7 +378,7 @@ class ZkMetadata:
         async with self._refresh_lock:
             snapshot = await asyncio.to_thread(self._read)
             self._publish(snapshot)
-            if self._endpoint is not None and not self._shutting_down:
+            if self._endpoints and not self._shutting_down:
                 if self._snapshot.sessions.get(self._me) != self._zk.client_id[0]:
                     await asyncio.to_thread(self._register)
                     self._dirty.set()
@@ -447,14 +447,7 @@ class ZkMetadata:
         if snapshot.broker_configs != self._snapshot.broker_configs:
             changed += [(t, n) for n, t in topics.items() if (t, n) not in changed]
         self._snapshot = snapshot
-        self._topics = topics
-        self._by_id = {t.topic_id: t for t in topics.values()}
-        for info, name in changed:
-            for callback in self._listeners:
-                try:
-                    callback(info, name)
-                except Exception:
-                    log.exception("metadata listener failed for topic %s", name)
+        self._publish_topics(topics, changed)
 
     # --- controller ------------------------------------------------------------------------
 
@@ -702,12 +695,6 @@ class ZkMetadata:
 
     # --- changes ---------------------------------------------------------------------------
 
-    def _existing(self, name: str) -> TopicInfo:
-        topic = self._topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist")
-        return topic
-
     def _racks(self) -> dict[int, str | None]:
         return {b: info.rack for b, info in self._snapshot.brokers.items()}
 
@@ -754,56 +741,24 @@ class ZkMetadata:
         configs: Mapping[str, str] | None = None,
         validate_only: bool = False,
     ) -> TopicInfo:
-        validate_topic_name(name)
-        if name in self._topics:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic {name!r} already exists")
-        check_collision(name, self._topics)
         racks = self._racks()
-        brokers = sorted(racks)
-        if assignments:
-            if num_partitions != -1 or replication_factor != -1:
-                raise KafkaError(
-                    ErrorCode.INVALID_REQUEST,
-                    "Both numPartitions or replicationFactor and replicasAssignments were "
-                    "set; only one may be used",
-                )
-            check_assignments(assignments, brokers)
-            replicas = [tuple(assignments[i]) for i in range(len(assignments))]
-        else:
-            if num_partitions == -1:
-                num_partitions = self._config.num_partitions
-            if replication_factor == -1:
-                replication_factor = self._config.default_replication_factor
-            if num_partitions <= 0:
-                raise KafkaError(
-                    ErrorCode.INVALID_PARTITIONS,
-                    "Number of partitions must be larger than 0, or -1 to use the default",
-                )
-            check_replication_factor(replication_factor, brokers)
-            replicas = decisions.assign_replicas(
-                racks,
-                num_partitions,
-                replication_factor,
-                start_index=random.randrange(len(brokers)),
-            )
-        overrides = dict(configs or {})
-        validate_topic_configs(overrides)
-        topic_id = random_kafka_uuid()
-        live = set(brokers)
-        topic = TopicInfo(
-            name=name,
-            topic_id=topic_id,
-            partitions=tuple(
-                PartitionInfo(i, s.leader, s.leader_epoch, r, s.isr)
-                for i, r in enumerate(replicas)
-                for s in [decisions.initial_state(r, live, 0)]
-            ),
-            configs=overrides,
-            internal=name in INTERNAL_TOPICS,
+        topic = plan_topic(
+            self._config,
+            name,
+            num_partitions,
+            replication_factor,
+            assignments=assignments,
+            configs=configs,
+            existing=self._topics,
+            racks=racks,
+            topic_id=random_kafka_uuid(),
         )
         if validate_only:
             return topic
-        await self._zk_call(self._create_nodes, name, topic_id, replicas, overrides, live)
+        replicas = [p.replicas for p in topic.partitions]
+        await self._zk_call(
+            self._create_nodes, name, topic.topic_id, replicas, topic.configs, set(racks)
+        )
         await self._refresh_after_write()
         return self._topics.get(name, topic)
 
@@ -835,47 +790,10 @@ class ZkMetadata:
     ) -> TopicInfo:
         topic = self._existing(name)
         current = len(topic.partitions)
-        if total <= current:
-            raise KafkaError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"Topic currently has {current} partitions, requested {total}",
-            )
-        added = total - current
-        rf = len(topic.partitions[0].replicas) if topic.partitions else 1
         racks = self._racks()
-        brokers = sorted(racks)
-        if assignments is not None:
-            if len(assignments) != added:
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"Increasing the number of partitions by {added} but "
-                    f"{len(assignments)} assignments provided",
-                )
-            for offset, assigned in enumerate(assignments):
-                check_replicas(assigned, brokers, f"Partition {current + offset}")
-            new = [tuple(a) for a in assignments]
-        else:
-            check_replication_factor(rf, brokers)
-            new = decisions.assign_replicas(
-                racks,
-                added,
-                rf,
-                start_index=random.randrange(len(brokers)),
-                first_partition=current,
-            )
-        live = set(brokers)
-        grown = TopicInfo(
-            name=topic.name,
-            topic_id=topic.topic_id,
-            partitions=topic.partitions
-            + tuple(
-                PartitionInfo(current + i, s.leader, 0, r, s.isr)
-                for i, r in enumerate(new)
-                for s in [decisions.initial_state(r, live, 0)]
-            ),
-            configs=dict(topic.configs),
-            internal=topic.internal,
-        )
+        grown = plan_partitions(topic, total, assignments=assignments, racks=racks)
+        new = [p.replicas for p in grown.partitions[current:]]
+        live = set(racks)
         if validate_only:
             return grown
 
@@ -916,3 +834,40 @@ class ZkMetadata:
         validate_dynamic_broker_configs(configs)
         await self._zk_call(self._set_config_node, zk_paths.broker_config_path(self._me), configs)
         await self._refresh_after_write()
+
+
+# Offsets stored by ZooKeeper-based consumers: /consumers/<group>/offsets/<topic>/<partition>.
+ZK_CONSUMERS = "/consumers"
+
+
+def read_consumer_offsets(
+    hosts: str, group: str | None, timeout: float
+) -> dict[str, dict[tuple[str, int], bytes]]:
+    """Group -> (topic, partition) -> the raw offset znode, from ``/consumers`` (blocking).
+
+    Read-only; ``group`` None reads every group. Groups without offsets are left out, and a
+    missing ``/consumers`` gives an empty result. For ``kbroker groups import-zk-offsets``;
+    it lives here so that kazoo is imported by this module only.
+    """
+    zk = KazooClient(hosts=hosts, timeout=timeout, read_only=True)
+    zk.start(timeout=timeout)
+    found: dict[str, dict[tuple[str, int], bytes]] = {}
+    try:
+        groups = [group] if group is not None else sorted(zk.get_children(ZK_CONSUMERS))
+        for g in groups:
+            base = f"{ZK_CONSUMERS}/{g}/offsets"
+            try:
+                topics = zk.get_children(base)
+            except NoNodeError:
+                continue
+            for topic in sorted(topics):
+                for child in zk.get_children(f"{base}/{topic}"):
+                    if child.isdigit():
+                        data, _ = zk.get(f"{base}/{topic}/{child}")
+                        found.setdefault(g, {})[(topic, int(child))] = data
+    except NoNodeError:
+        return {}
+    finally:
+        zk.stop()
+        zk.close()
+    return found

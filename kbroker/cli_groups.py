@@ -20,26 +20,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from kbroker.client import EARLIEST, LATEST, KafkaClient, TopicPartition
 from kbroker.group.consumer_protocol import PROTOCOL_TYPE, assigned_partitions
-from kbroker.ops.admin import OpsError, describe_kafka_error, parse_bootstrap
-from kbroker.ops.output import emit_json, table
-from wire.errors import DecodeError, ErrorCode, KafkaError
+from kbroker.ops.admin import OpsError
+from kbroker.ops.output import EXIT_OK, add_common_options, emit_json, run_command, table
+from wire.errors import DecodeError, ErrorCode
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-DEFAULT_BOOTSTRAP = "localhost:9092"
-ZK_CONSUMERS = "/consumers"
 # States in which a group has members, so offsets cannot be changed from outside.
 ACTIVE_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable")
-
-Command = Callable[[argparse.Namespace, KafkaClient], Awaitable[int]]
 
 
 # --- pure helpers ---------------------------------------------------------------------------
@@ -122,40 +115,6 @@ def parse_zk_offset(data: bytes) -> int:
 
 
 # --- plumbing -------------------------------------------------------------------------------
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--bootstrap-server",
-        default=DEFAULT_BOOTSTRAP,
-        metavar="HOST:PORT",
-        help=f"broker(s) to connect to, comma-separated (default {DEFAULT_BOOTSTRAP})",
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument(
-        "--timeout", type=float, default=30.0, metavar="SECONDS", help="time limit per request"
-    )
-
-
-def _run(command: Command) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        async def main() -> int:
-            bootstrap = parse_bootstrap(args.bootstrap_server)
-            async with KafkaClient(bootstrap, timeout=args.timeout) as client:
-                return await command(args, client)
-
-        try:
-            return asyncio.run(main())
-        except OpsError as exc:
-            message = str(exc)
-        except KafkaError as exc:
-            message = describe_kafka_error(exc)
-        except (OSError, TimeoutError) as exc:
-            message = f"cannot reach {args.bootstrap_server}: {exc or type(exc).__name__}"
-        print(f"kbroker: error: {message}", file=sys.stderr)
-        return EXIT_FAILED
-
-    return run
 
 
 async def _state(client: KafkaClient, group: str) -> tuple[str, Any]:
@@ -353,34 +312,14 @@ def read_zk_offsets(
     zookeeper: str, group: str | None, timeout: float
 ) -> dict[str, dict[TopicPartition, int]]:
     """Group -> (topic, partition) -> offset from ``/consumers`` in ZooKeeper."""
-    # Only this command needs ZooKeeper; importing kazoo here keeps the other commands free of
-    # it.
-    from kazoo.client import KazooClient
-    from kazoo.exceptions import NoNodeError
+    # Only this command needs ZooKeeper; importing the ZooKeeper backend (and so kazoo) here
+    # keeps the other commands free of it.
+    from controller.zk_backend import read_consumer_offsets
 
-    zk = KazooClient(hosts=zookeeper, timeout=timeout, read_only=True)
-    zk.start(timeout=timeout)
-    found: dict[str, dict[TopicPartition, int]] = {}
-    try:
-        groups = [group] if group is not None else sorted(zk.get_children(ZK_CONSUMERS))
-        for g in groups:
-            base = f"{ZK_CONSUMERS}/{g}/offsets"
-            try:
-                topics = zk.get_children(base)
-            except NoNodeError:
-                continue
-            for topic in sorted(topics):
-                for child in zk.get_children(f"{base}/{topic}"):
-                    if not child.isdigit():
-                        continue
-                    data, _ = zk.get(f"{base}/{topic}/{child}")
-                    found.setdefault(g, {})[(topic, int(child))] = parse_zk_offset(data)
-    except NoNodeError:
-        return {}
-    finally:
-        zk.stop()
-        zk.close()
-    return found
+    return {
+        g: {tp: parse_zk_offset(data) for tp, data in offsets.items()}
+        for g, offsets in read_consumer_offsets(zookeeper, group, timeout).items()
+    }
 
 
 async def _import_zk(args: argparse.Namespace, client: KafkaClient) -> int:
@@ -394,7 +333,7 @@ async def _import_zk(args: argparse.Namespace, client: KafkaClient) -> int:
     except Exception as exc:  # kazoo's connection errors share no base class with OSError
         raise OpsError(f"cannot read offsets from ZooKeeper at {args.zookeeper}: {exc}") from None
     if not stored:
-        raise OpsError(f"no consumer offsets under {ZK_CONSUMERS} in {args.zookeeper}")
+        raise OpsError(f"no consumer offsets under /consumers in {args.zookeeper}")
     existing = await client.partitions(
         sorted({t for offsets in stored.values() for t, _ in offsets})
     )
@@ -441,22 +380,22 @@ def register(sub: Any) -> None:
     actions = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     listing = actions.add_parser("list", help="all groups with their state")
-    _common(listing)
+    add_common_options(listing)
     listing.add_argument(
         "--state", action="append", default=[], help="only groups in this state (repeatable)"
     )
-    listing.set_defaults(func=_run(_list))
+    listing.set_defaults(func=run_command(_list))
 
     describe = actions.add_parser("describe", help="committed offsets, log ends, lag, owners")
     describe.add_argument("group")
-    _common(describe)
-    describe.set_defaults(func=_run(_describe))
+    add_common_options(describe)
+    describe.set_defaults(func=run_command(_describe))
 
     reset = actions.add_parser(
         "reset-offsets", help="move a group's committed offsets (dry run unless --execute)"
     )
     reset.add_argument("group")
-    _common(reset)
+    add_common_options(reset)
     scope = reset.add_mutually_exclusive_group(required=True)
     scope.add_argument(
         "--topic",
@@ -477,14 +416,14 @@ def register(sub: Any) -> None:
         "--to-datetime", type=parse_datetime, metavar="ISO-8601", help="UTC unless a zone is given"
     )
     reset.add_argument("--execute", action="store_true", help="commit the new offsets")
-    reset.set_defaults(func=_run(_reset))
+    reset.set_defaults(func=run_command(_reset))
 
     zk = actions.add_parser(
         "import-zk-offsets",
         help="commit offsets kept in ZooKeeper by old consumers (dry run unless --execute)",
     )
-    _common(zk)
+    add_common_options(zk)
     zk.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]")
     zk.add_argument("--group", help="only this group (default: every group in ZooKeeper)")
     zk.add_argument("--execute", action="store_true", help="commit the offsets")
-    zk.set_defaults(func=_run(_import_zk))
+    zk.set_defaults(func=run_command(_import_zk))
