@@ -40,19 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from controller.interface import (
-    INTERNAL_TOPICS,
     BrokerInfo,
+    Endpoint,
     PartitionInfo,
     TopicInfo,
-    TopicListener,
 )
-from controller.validation import (
-    check_assignments,
-    check_collision,
-    check_replicas,
-    check_replication_factor,
-    validate_topic_name,
-)
+from controller.topic_cache import TopicCache
+from controller.topic_plans import plan_partitions, plan_topic
 from kbroker.config import (
     BrokerConfig,
     ConfigError,
@@ -60,7 +54,6 @@ from kbroker.config import (
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
-from wire.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -139,17 +132,15 @@ def _topic_from_json(obj: dict[str, Any]) -> TopicInfo:
     )
 
 
-class EmbeddedMetadata:
+class EmbeddedMetadata(TopicCache):
     """The single-node ``MetadataBackend``."""
 
     def __init__(self, config: BrokerConfig) -> None:
+        super().__init__()
         self._config = config
         self._dir = config.log_dirs[0]
         self._cluster_id = ""
-        self._topics: dict[str, TopicInfo] = {}
-        self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._broker_configs: dict[str, str] = {}
-        self._listeners: list[TopicListener] = []
         self._lock = asyncio.Lock()
 
     # --- reads ---------------------------------------------------------------------------
@@ -162,27 +153,25 @@ class EmbeddedMetadata:
         return self._config.broker_id
 
     def brokers(self) -> list[BrokerInfo]:
-        endpoint = self._config.advertised_listeners[0]
+        advertised = self._config.advertised_listeners
+        inter = next(
+            (a for a in advertised if a.name == self._config.inter_broker_listener_name),
+            advertised[0],
+        )
+        # One advertised listener is the broker's only address: no endpoint list needed.
+        endpoints = (
+            tuple(Endpoint(a.name, a.host, a.port) for a in advertised)
+            if len(advertised) > 1
+            else ()
+        )
         return [
             BrokerInfo(
-                self._config.broker_id, endpoint.host, endpoint.port, self._config.broker_rack
+                self._config.broker_id, inter.host, inter.port, self._config.broker_rack, endpoints
             )
         ]
 
-    def topics(self) -> dict[str, TopicInfo]:
-        return dict(self._topics)
-
-    def topic(self, name: str) -> TopicInfo | None:
-        return self._topics.get(name)
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return self._by_id.get(topic_id)
-
     def broker_configs(self) -> dict[str, str]:
         return dict(self._broker_configs)
-
-    def add_listener(self, callback: TopicListener) -> None:
-        self._listeners.append(callback)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -212,7 +201,7 @@ class EmbeddedMetadata:
                 cluster_id = str(state["cluster_id"])
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 raise MetadataStoreError(f"cannot read {path}: {e}") from e
-            self._set_topics(topics)
+            self._publish_topics({t.name: t for t in topics})
             self._broker_configs = broker_configs
             stored_ids.add(cluster_id)
         if len(stored_ids) > 1:
@@ -265,11 +254,6 @@ class EmbeddedMetadata:
         data = json.dumps(state, indent=1, sort_keys=True).encode("utf-8")
         atomic_write(self._dir / METADATA_FILE, data)
 
-    def _set_topics(self, topics: Sequence[TopicInfo] | Mapping[str, TopicInfo]) -> None:
-        values = topics.values() if isinstance(topics, Mapping) else topics
-        self._topics = {t.name: t for t in values}
-        self._by_id = {t.topic_id: t for t in self._topics.values()}
-
     async def _commit(
         self,
         topics: dict[str, TopicInfo],
@@ -279,29 +263,12 @@ class EmbeddedMetadata:
         """Persist first, then publish the new state, then tell the listeners."""
         configs = self._broker_configs if broker_configs is None else broker_configs
         await asyncio.to_thread(self._persist, topics, configs)
-        self._set_topics(topics)
         self._broker_configs = configs
-        for info, name in changed:
-            for callback in self._listeners:
-                try:
-                    callback(info, name)
-                except Exception:
-                    log.exception("metadata listener failed for topic %s", name)
+        self._publish_topics(topics, changed)
 
-    def _existing(self, name: str) -> TopicInfo:
-        topic = self._topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist")
-        return topic
-
-    def _partition(self, index: int, replicas: Sequence[int]) -> PartitionInfo:
-        return PartitionInfo(
-            partition=index,
-            leader=replicas[0],
-            leader_epoch=0,
-            replicas=tuple(replicas),
-            isr=tuple(replicas),
-        )
+    def _racks(self) -> dict[int, str | None]:
+        """The only broker, with its rack."""
+        return {self._config.broker_id: self._config.broker_rack}
 
     # --- changes -------------------------------------------------------------------------
 
@@ -316,40 +283,16 @@ class EmbeddedMetadata:
         validate_only: bool = False,
     ) -> TopicInfo:
         async with self._lock:
-            validate_topic_name(name)
-            if name in self._topics:
-                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic {name!r} already exists")
-            check_collision(name, self._topics)
-            brokers = [self._config.broker_id]
-            if assignments:
-                if num_partitions != -1 or replication_factor != -1:
-                    raise KafkaError(
-                        ErrorCode.INVALID_REQUEST,
-                        "Both numPartitions or replicationFactor and replicasAssignments were "
-                        "set; only one may be used",
-                    )
-                check_assignments(assignments, brokers)
-                replicas = [assignments[i] for i in range(len(assignments))]
-            else:
-                if num_partitions == -1:
-                    num_partitions = self._config.num_partitions
-                if replication_factor == -1:
-                    replication_factor = self._config.default_replication_factor
-                if num_partitions <= 0:
-                    raise KafkaError(
-                        ErrorCode.INVALID_PARTITIONS,
-                        "Number of partitions must be larger than 0, or -1 to use the default",
-                    )
-                check_replication_factor(replication_factor, brokers)
-                replicas = [brokers[:replication_factor]] * num_partitions
-            overrides = dict(configs or {})
-            validate_topic_configs(overrides)
-            topic = TopicInfo(
-                name=name,
+            topic = plan_topic(
+                self._config,
+                name,
+                num_partitions,
+                replication_factor,
+                assignments=assignments,
+                configs=configs,
+                existing=self._topics,
+                racks=self._racks(),
                 topic_id=random_kafka_uuid(),
-                partitions=tuple(self._partition(i, r) for i, r in enumerate(replicas)),
-                configs=overrides,
-                internal=name in INTERNAL_TOPICS,
             )
             if not validate_only:
                 topics = dict(self._topics)
@@ -373,48 +316,8 @@ class EmbeddedMetadata:
         validate_only: bool = False,
     ) -> TopicInfo:
         async with self._lock:
-            topic = self._existing(name)
-            current = len(topic.partitions)
-            if total < current:
-                raise KafkaError(
-                    ErrorCode.INVALID_PARTITIONS,
-                    f"Topic currently has {current} partitions, which is higher than the "
-                    f"requested {total}",
-                )
-            if total == current:
-                raise KafkaError(
-                    ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions"
-                )
-            added = total - current
-            rf = len(topic.partitions[0].replicas) if topic.partitions else 1
-            brokers = [self._config.broker_id]
-            if assignments is not None:
-                if len(assignments) != added:
-                    raise KafkaError(
-                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        f"Increasing the number of partitions by {added} but "
-                        f"{len(assignments)} assignments provided",
-                    )
-                for offset, replicas in enumerate(assignments):
-                    what = f"Partition {current + offset}"
-                    check_replicas(replicas, brokers, what)
-                    if len(replicas) != rf:
-                        raise KafkaError(
-                            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                            f"{what}: inconsistent replication factor {len(replicas)}, the "
-                            f"topic has {rf}",
-                        )
-                new_replicas = [list(r) for r in assignments]
-            else:
-                check_replication_factor(rf, brokers)
-                new_replicas = [brokers[:rf]] * added
-            grown = TopicInfo(
-                name=topic.name,
-                topic_id=topic.topic_id,
-                partitions=topic.partitions
-                + tuple(self._partition(current + i, r) for i, r in enumerate(new_replicas)),
-                configs=dict(topic.configs),
-                internal=topic.internal,
+            grown = plan_partitions(
+                self._existing(name), total, assignments=assignments, racks=self._racks()
             )
             if not validate_only:
                 topics = dict(self._topics)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 # Kafka's internal topics (Topic.INTERNAL_TOPICS).
@@ -19,11 +19,37 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One advertised listener of a broker: clients connecting through the listener named
+    ``listener`` are told to use ``host:port``."""
+
+    listener: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A live broker. ``host``/``port`` are its inter-broker endpoint (what replication uses);
+    ``endpoints`` lists every advertised listener (empty when only one address is known)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def through(self, listener: str | None) -> BrokerInfo | None:
+        """This broker as a client connected through ``listener`` must see it: host and port
+        of the endpoint with that listener name. None (no listener known) or no endpoint list
+        keeps the broker as it is; a broker that does not advertise the listener is not
+        reachable through it and gives None, as Kafka leaves such brokers out of its answers."""
+        if listener is None or not self.endpoints:
+            return self
+        for endpoint in self.endpoints:
+            if endpoint.listener == listener:
+                return replace(self, host=endpoint.host, port=endpoint.port)
+        return None
 
 
 @dataclass(frozen=True, slots=True)

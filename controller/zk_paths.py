@@ -10,8 +10,10 @@ Znodes (all payloads UTF-8 JSON unless said otherwise):
 - ``/controller_epoch``: the decimal epoch as text; +1 on every controller election. Its znode
   version fences a stale controller: controller writes are transactions that check it.
 - ``/brokers/ids/<id>`` (ephemeral): ``{"version": 4, "host": h, "port": p,
-  "endpoints": ["PLAINTEXT://h:p"], "listener_security_protocol_map": {"PLAINTEXT":
-  "PLAINTEXT"}, "rack": r | null, "jmx_port": -1, "timestamp": "<ms>"}``.
+  "endpoints": ["INTERNAL://h:p", "EXTERNAL://h2:p2"], "listener_security_protocol_map":
+  {"INTERNAL": "PLAINTEXT", "EXTERNAL": "PLAINTEXT"}, "rack": r | null, "jmx_port": -1,
+  "timestamp": "<ms>"}``: one endpoint per advertised listener (IPv6 hosts in brackets);
+  host and port repeat the inter-broker listener's endpoint.
 - ``/brokers/topics/<topic>``: ``{"version": 3, "topic_id": "<Kafka base64 uuid>",
   "partitions": {"0": [1, 2, 3], ...}, "adding_replicas": {"0": [3]},
   "removing_replicas": {"0": [1]}}``; during a reassignment (KIP-455) a partition's list is
@@ -28,10 +30,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from controller.interface import Endpoint
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -178,14 +183,39 @@ def decode_config(data: bytes) -> dict[str, str]:
     return {str(k): str(v) for k, v in _load(data).get("config", {}).items()}
 
 
-def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int) -> bytes:
+def _endpoint_url(endpoint: Endpoint) -> str:
+    # IPv6 addresses are bracketed, as in a listeners property.
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"{endpoint.listener}://{host}:{endpoint.port}"
+
+
+_ENDPOINT_RE = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/\[\]]*):(\d+)$")
+
+
+def _parse_endpoint(url: str) -> Endpoint:
+    m = _ENDPOINT_RE.match(url)
+    if m is None:
+        raise ValueError(f"bad broker endpoint {url!r}")
+    return Endpoint(m.group(1), m.group(2).strip("[]"), int(m.group(3)))
+
+
+def encode_broker(
+    host: str,
+    port: int,
+    rack: str | None,
+    timestamp_ms: int,
+    endpoints: Sequence[Endpoint] | None = None,
+) -> bytes:
+    """``host``/``port`` are the inter-broker endpoint; ``endpoints`` every advertised
+    listener (only PLAINTEXT ones are supported), by default a PLAINTEXT one at host:port."""
+    listed = list(endpoints) if endpoints else [Endpoint("PLAINTEXT", host, port)]
     return _dump(
         {
             "version": 4,
             "host": host,
             "port": port,
-            "endpoints": [f"PLAINTEXT://{host}:{port}"],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [_endpoint_url(e) for e in listed],
+            "listener_security_protocol_map": {e.listener: "PLAINTEXT" for e in listed},
             "rack": rack,
             "jmx_port": -1,
             "timestamp": str(timestamp_ms),
@@ -197,6 +227,11 @@ def decode_broker(data: bytes) -> tuple[str, int, str | None]:
     """(host, port, rack)."""
     obj = _load(data)
     return str(obj["host"]), int(obj["port"]), obj.get("rack")
+
+
+def decode_broker_endpoints(data: bytes) -> tuple[Endpoint, ...]:
+    """The registration's advertised listeners, in order."""
+    return tuple(_parse_endpoint(str(url)) for url in _load(data).get("endpoints", ()))
 
 
 def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:

@@ -1,11 +1,11 @@
-"""The broker process: metadata, logs, partitions, the listener, and their lifecycle.
+"""The broker process: metadata, logs, partitions, the listeners, and their lifecycle.
 
 Start-up order: metadata (so the topics are known), logs (recovery), the
-partitions this broker hosts (leaders and, in a cluster, followers), then the
-listener; a cluster broker then registers in ZooKeeper. Shutdown runs the other
-way: a cluster broker first hands its leaderships over (controlled shutdown),
-then stop accepting and finish requests in progress, stop replication, flush
-and close the logs with the clean-shutdown marker, then metadata.
+partitions this broker hosts (leaders and, in a cluster, followers), then every
+listener; a cluster broker then registers its advertised endpoints in ZooKeeper.
+Shutdown runs the other way: a cluster broker first hands its leaderships over
+(controlled shutdown), then stop accepting and finish requests in progress, stop
+replication, flush and close the logs with the clean-shutdown marker, then metadata.
 
 zookeeper.connect chooses the ZooKeeper backend (controller/zk_backend.py);
 without it the embedded single-node backend runs.
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from controller.embedded import EmbeddedMetadata
-from controller.interface import MetadataBackend, TopicInfo
+from controller.interface import Endpoint, MetadataBackend, TopicInfo
 from controller.zk_backend import ZkMetadata
 from kbroker.config import BrokerConfig, effective_topic_config
 from kbroker.dispatch import Dispatcher
@@ -82,7 +82,9 @@ class Broker:
         # The Prometheus endpoint, when metrics.port is set (kbroker/metrics.py).
         self.metrics_server: MetricsServer | None = None
         self._stopped = False
+        # Bound ports: the first listener's, and every listener's by name.
         self.port = 0
+        self.ports: dict[str, int] = {}
 
     def partition(self, topic: str, index: int) -> Partition | None:
         """The partition if this broker leads it (what clients may produce to and read)."""
@@ -94,8 +96,16 @@ class Broker:
                 return info.host, info.port
         return None
 
+    def advertised_endpoints(self) -> list[Endpoint]:
+        """advertised.listeners, an advertised port 0 replaced by the port its listener
+        bound."""
+        return [
+            Endpoint(a.name, a.host, a.port or self.ports.get(a.name, 0))
+            for a in self.config.advertised_listeners
+        ]
+
     async def start(self) -> int:
-        """Start serving; returns the port the listener is bound to."""
+        """Start serving on every listener; returns the port the first one is bound to."""
         await self.metadata.start()
         self.logs.open_all()
         self.replica_manager.load_checkpoints()
@@ -104,17 +114,17 @@ class Broker:
         self.metadata.add_listener(self._on_topic_change)
         # After the topics are hosted: creates __consumer_offsets and loads its partitions.
         await self.group_coordinator.start()
-        _, host, port = self.config.listeners[0]
-        self.port = await self._server.start(host, port)
+        for name, host, port in self.config.listeners:
+            self.ports[name] = await self._server.start(host, port, name)
+        self.port = self.ports[self.config.listeners[0].name]
         await self.replica_manager.start()
         if self.zk is not None:
-            advertised = self.config.advertised_listeners[0]
-            await self.zk.register(advertised.host, advertised.port or self.port)
+            await self.zk.register(self.advertised_endpoints())
         self._flusher = asyncio.get_running_loop().create_task(self._flush_periodically())
         self.storage = self._start_storage_lifecycle()
         if self.config.metrics_port is not None:
             self.metrics_server = MetricsServer(BrokerMetrics(self).render)
-            await self.metrics_server.start(host, self.config.metrics_port)
+            await self.metrics_server.start(self.config.listeners[0].host, self.config.metrics_port)
         log.info(
             "kbroker %d started: %d partitions, cluster id %s",
             self.config.broker_id,

@@ -1,6 +1,7 @@
 """DescribeCluster and DescribeLogDirs.
 
-DescribeCluster lists the brokers from the metadata backend. Only the BROKER endpoint type
+DescribeCluster lists the brokers from the metadata backend, with the addresses of the
+listener the request came through. Only the BROKER endpoint type
 (1) is served: a broker asked for controller endpoints (KIP-919, type 2) answers
 UNSUPPORTED_ENDPOINT_TYPE as Kafka brokers do. Without an authorizer every cluster operation
 is allowed, so a request for the authorized operations gets all the cluster ones (KIP-430);
@@ -17,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbroker.handlers.common import client_brokers
 from wire.errors import ErrorCode
 from wire.messages.describe_cluster_request import DescribeClusterRequest
 from wire.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
@@ -62,7 +64,7 @@ async def handle_describe_cluster(
         controller_id=broker.metadata.controller_id(),
         brokers=[
             DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-            for b in broker.metadata.brokers()
+            for b in client_brokers(broker)
         ],
         cluster_authorized_operations=(
             ALL_CLUSTER_OPERATIONS

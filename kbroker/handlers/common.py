@@ -3,6 +3,9 @@
 KIP-951: a NOT_LEADER_OR_FOLLOWER (or fenced epoch) answer to Produce v10+ or Fetch v12+
 carries the current leader and its epoch, and the response the leaders' endpoints (Fetch from
 v16), so clients move to the new leader without a Metadata round trip.
+
+Broker addresses in answers are those of the listener the request came through
+(``client_brokers``): Metadata, DescribeCluster, FindCoordinator and the KIP-951 endpoints.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from controller.interface import BrokerInfo
+from kbroker.server.listener import LISTENER_NAME
 from wire.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -54,5 +58,13 @@ def current_leader(broker: Broker, topic: str, index: int) -> tuple[int, int]:
     return partition.leader, partition.leader_epoch
 
 
+def client_brokers(broker: Broker) -> list[BrokerInfo]:
+    """The live brokers with the addresses of the listener the request came through; brokers
+    without an endpoint for it are left out, as Kafka does."""
+    listener = LISTENER_NAME.get()
+    seen = (b.through(listener) for b in broker.metadata.brokers())
+    return [b for b in seen if b is not None]
+
+
 def broker_endpoints(broker: Broker, broker_ids: set[int]) -> list[BrokerInfo]:
-    return [b for b in broker.metadata.brokers() if b.broker_id in broker_ids]
+    return [b for b in client_brokers(broker) if b.broker_id in broker_ids]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from kbroker.group.state_machine import GroupState, JoinRequest, SyncRequest
 from kbroker.server.connection import CLIENT_HOST
+from kbroker.server.listener import LISTENER_NAME
 from wire.errors import ErrorCode
 from wire.messages.delete_groups_request import DeleteGroupsRequest
 from wire.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse
@@ -65,7 +66,12 @@ async def handle_find_coordinator(
         if request.key_type == GROUP_KEY_TYPE:
             error, info = await broker.group_coordinator.find_coordinator(key)
             if info is not None:
-                node_id, host, port = info.broker_id, info.host, info.port
+                # The coordinator's address on the listener this client uses.
+                info = info.through(LISTENER_NAME.get())
+                if info is None:
+                    error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                else:
+                    node_id, host, port = info.broker_id, info.host, info.port
         elif request.key_type == TRANSACTION_KEY_TYPE:
             error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
         else:

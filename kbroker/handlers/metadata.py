@@ -2,7 +2,8 @@
 
 Topics that do not exist are created here when both the request (v4+, always
 before) and auto.create.topics.enable allow it, with num.partitions and
-default.replication.factor, as Kafka does.
+default.replication.factor, as Kafka does. Brokers are listed with the addresses of the
+listener the request came through.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from controller.interface import TopicInfo
+from kbroker.handlers.common import client_brokers
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.metadata_request import MetadataRequest
 from wire.messages.metadata_response import (
@@ -102,7 +104,7 @@ async def handle_metadata(
     return MetadataResponse(
         brokers=[
             MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-            for b in broker.metadata.brokers()
+            for b in client_brokers(broker)
         ],
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.metadata.controller_id(),

@@ -75,7 +75,17 @@ class ZooKeeperProcess:
         data.mkdir(parents=True, exist_ok=True)
         with open(self.work_dir / "zookeeper.out", "ab") as out:
             self._proc = subprocess.Popen(
-                [JAVA, "-Xmx256m", "-cp", ZK_CLASSPATH, ZK_MAIN, str(self.port), str(data)],
+                [
+                    JAVA,
+                    "-Xmx256m",
+                    # The AdminServer's fixed port 8080 would clash between concurrent runs.
+                    "-Dzookeeper.admin.enableServer=false",
+                    "-cp",
+                    ZK_CLASSPATH,
+                    ZK_MAIN,
+                    str(self.port),
+                    str(data),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

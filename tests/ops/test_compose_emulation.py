@@ -120,6 +120,18 @@ def test_three_broker_compose_cluster(network: Network, tmp_path: Path) -> None:
         (3, "kbroker-3"),
     }
     assert cluster["controller"] in (1, 2, 3)
+    # Through EXTERNAL every broker is named as a client on the Docker host reaches it. In a
+    # broker's own namespace its published port stands in for the host's.
+    for index, service in enumerate(brokers):
+        external = _cli(
+            network, service, "cluster", "describe", "--bootstrap-server",
+            f"localhost:{19092 + index}", "--json",
+        )  # fmt: skip
+        assert {(x["id"], x["host"], x["port"]) for x in json.loads(external)["brokers"]} == {
+            (1, "localhost", 19092),
+            (2, "localhost", 19093),
+            (3, "localhost", 19094),
+        }
 
     _cli(
         network,

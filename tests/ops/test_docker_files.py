@@ -103,3 +103,23 @@ def test_single_broker_has_no_zookeeper() -> None:
     services = _services("docker-compose.single.yml")
     assert list(services) == ["kbroker"]
     assert "KBROKER_ZOOKEEPER_CONNECT" not in services["kbroker"]["environment"]
+
+
+def test_cluster_brokers_publish_an_external_listener_on_the_host() -> None:
+    brokers = {
+        s: spec for s, spec in _services("docker-compose.yml").items() if s.startswith("kbroker")
+    }
+    host_ports = set()
+    for service, spec in brokers.items():
+        config = BrokerConfig.from_properties(env_properties(spec["environment"]))
+        assert [lst.name for lst in config.listeners] == ["INTERNAL", "EXTERNAL"]
+        assert config.inter_broker_listener_name == "INTERNAL"
+        advertised = {lst.name: (lst.host, lst.port) for lst in config.advertised_listeners}
+        assert advertised["INTERNAL"] == (service, 9092)
+        host, port = advertised["EXTERNAL"]
+        assert host == "localhost"
+        # The advertised port is published on the host, onto the EXTERNAL listener's port.
+        assert config.listeners[1].port == port
+        assert {(int(p["published"]), int(p["target"])) for p in spec["ports"]} == {(port, port)}
+        host_ports.add(port)
+    assert host_ports == {19092, 19093, 19094}

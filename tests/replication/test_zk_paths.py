@@ -6,6 +6,7 @@ import json
 import uuid
 
 from controller import zk_paths
+from controller.interface import Endpoint
 from controller.zk_paths import PartitionState
 
 
@@ -45,3 +46,16 @@ def test_paths() -> None:
     assert zk_paths.state_path("t", 3) == "/brokers/topics/t/partitions/3/state"
     assert zk_paths.broker_path(7) == "/brokers/ids/7"
     assert zk_paths.topic_config_path("t") == "/config/topics/t"
+
+
+def test_broker_registration_lists_every_endpoint() -> None:
+    endpoints = [Endpoint("INTERNAL", "b1", 9092), Endpoint("EXTERNAL", "::1", 19092)]
+    data = zk_paths.encode_broker("b1", 9092, None, 123, endpoints)
+    obj = json.loads(data)
+    assert obj["endpoints"] == ["INTERNAL://b1:9092", "EXTERNAL://[::1]:19092"]
+    assert obj["listener_security_protocol_map"] == {
+        "INTERNAL": "PLAINTEXT",
+        "EXTERNAL": "PLAINTEXT",
+    }
+    assert zk_paths.decode_broker(data) == ("b1", 9092, None)
+    assert zk_paths.decode_broker_endpoints(data) == tuple(endpoints)
