@@ -9,43 +9,27 @@ reason on stderr, prefixed ``kbroker: error:``), 2 for bad arguments (argparse).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kbroker.client import KafkaClient
 from kbroker.ops import admin
 from kbroker.ops.admin import OpsError
 from kbroker.ops.console import ConsumerOptions, ProducerOptions, run_consumer, run_producer
-from kbroker.ops.output import Progress, emit_json, ids, table
-from wire.errors import ErrorCode, KafkaError
+from kbroker.ops.output import (
+    EXIT_OK,
+    Progress,
+    add_common_options,
+    emit_json,
+    ids,
+    run_command,
+    table,
+)
+from wire.errors import ErrorCode
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-DEFAULT_BOOTSTRAP = "localhost:9092"
 TOPIC_WAIT_SECONDS = 60.0
 # Partitions named one per line by `cluster describe` before it summarizes the rest.
 LISTED_PARTITIONS = 10
-
-Command = Callable[[argparse.Namespace, KafkaClient], Awaitable[int]]
-
-
-def _common(parser: argparse.ArgumentParser, *, timeout: float = 30.0) -> None:
-    parser.add_argument(
-        "--bootstrap-server",
-        default=DEFAULT_BOOTSTRAP,
-        metavar="HOST:PORT",
-        help=f"broker(s) to connect to, comma-separated (default {DEFAULT_BOOTSTRAP})",
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=timeout,
-        metavar="SECONDS",
-        help=f"time limit for each request (default {timeout:g})",
-    )
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -53,29 +37,6 @@ def _key_value(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key, value
-
-
-def _run(command: Command) -> Callable[[argparse.Namespace], int]:
-    """Wrap an async command: one client for its duration, errors turned into exit 1."""
-
-    def run(args: argparse.Namespace) -> int:
-        async def main() -> int:
-            bootstrap = admin.parse_bootstrap(args.bootstrap_server)
-            async with KafkaClient(bootstrap, timeout=args.timeout) as client:
-                return await command(args, client)
-
-        try:
-            return asyncio.run(main())
-        except OpsError as exc:
-            message = str(exc)
-        except KafkaError as exc:
-            message = admin.describe_kafka_error(exc)
-        except (OSError, TimeoutError) as exc:
-            message = f"cannot reach {args.bootstrap_server}: {exc or type(exc).__name__}"
-        print(f"kbroker: error: {message}", file=sys.stderr)
-        return EXIT_FAILED
-
-    return run
 
 
 # --- topics ---------------------------------------------------------------------------------
@@ -214,7 +175,7 @@ def _add_topics(sub: Any) -> None:
     actions = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     create = actions.add_parser("create", help="create a topic and wait for its leaders")
-    _common(create)
+    add_common_options(create)
     create.add_argument("--topic", required=True)
     create.add_argument("--partitions", type=int, default=-1, help="default: num.partitions")
     create.add_argument(
@@ -225,36 +186,36 @@ def _add_topics(sub: Any) -> None:
     )
     create.add_argument("--if-not-exists", action="store_true")
     create.add_argument("--validate-only", action="store_true")
-    create.set_defaults(func=_run(_topics_create))
+    create.set_defaults(func=run_command(_topics_create))
 
     listing = actions.add_parser("list", help="topic names")
-    _common(listing)
+    add_common_options(listing)
     listing.add_argument("--internal", action="store_true", help="include internal topics")
-    listing.set_defaults(func=_run(_topics_list))
+    listing.set_defaults(func=run_command(_topics_list))
 
     describe = actions.add_parser("describe", help="partitions, leaders, replicas, ISR, configs")
-    _common(describe)
+    add_common_options(describe)
     describe.add_argument("--topic", action="append", default=[], help="repeatable; default all")
     describe.add_argument(
         "--under-replicated", action="store_true", help="only partitions with ISR < replicas"
     )
-    describe.set_defaults(func=_run(_topics_describe))
+    describe.set_defaults(func=run_command(_topics_describe))
 
     alter = actions.add_parser("alter", help="add partitions, set or delete config overrides")
-    _common(alter)
+    add_common_options(alter)
     alter.add_argument("--topic", required=True)
     alter.add_argument("--partitions", type=int, help="new total partition count")
     alter.add_argument(
         "--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE"
     )
     alter.add_argument("--delete-config", action="append", default=[], metavar="KEY")
-    alter.set_defaults(func=_run(_topics_alter))
+    alter.set_defaults(func=run_command(_topics_alter))
 
     delete = actions.add_parser("delete", help="delete a topic and wait until it is gone")
-    _common(delete)
+    add_common_options(delete)
     delete.add_argument("--topic", required=True)
     delete.add_argument("--if-exists", action="store_true")
-    delete.set_defaults(func=_run(_topics_delete))
+    delete.set_defaults(func=run_command(_topics_delete))
 
 
 # --- console producer and consumer ----------------------------------------------------------
@@ -316,7 +277,7 @@ def _add_console(sub: Any) -> None:
     producer = sub.add_parser(
         "console-producer", help="send stdin lines as records ([KEY<SEP>]VALUE per line)"
     )
-    _common(producer)
+    add_common_options(producer)
     producer.add_argument("--topic", required=True)
     producer.add_argument("--partition", type=int, help="default: by key, else round-robin")
     producer.add_argument(
@@ -335,10 +296,10 @@ def _add_console(sub: Any) -> None:
     )
     producer.add_argument("--acks", choices=("1", "-1", "all"), default="all")
     producer.add_argument("--batch-size", type=int, default=500, help="records per request")
-    producer.set_defaults(func=_run(_console_producer))
+    producer.set_defaults(func=run_command(_console_producer))
 
     consumer = sub.add_parser("console-consumer", help="print a topic's records")
-    _common(consumer)
+    add_common_options(consumer)
     consumer.add_argument("--topic", required=True)
     consumer.add_argument(
         "--partition", type=int, action="append", default=[], help="repeatable; default all"
@@ -358,7 +319,7 @@ def _add_console(sub: Any) -> None:
     consumer.add_argument("--print-headers", action="store_true")
     consumer.add_argument("--print-offset", action="store_true")
     consumer.add_argument("--key-separator", default="\t", metavar="SEP")
-    consumer.set_defaults(func=_run(_console_consumer))
+    consumer.set_defaults(func=run_command(_console_consumer))
 
 
 # --- cluster and health ---------------------------------------------------------------------
@@ -412,14 +373,14 @@ def _add_cluster(sub: Any) -> None:
     describe = actions.add_parser(
         "describe", help="brokers, controller, under-replicated and offline partitions"
     )
-    _common(describe)
-    describe.set_defaults(func=_run(_cluster_describe))
+    add_common_options(describe)
+    describe.set_defaults(func=run_command(_cluster_describe))
 
     health = sub.add_parser(
         "health", help="exit 0 when the broker answers ApiVersions and Metadata"
     )
-    _common(health, timeout=5.0)
-    health.set_defaults(func=_run(_health))
+    add_common_options(health, timeout=5.0)
+    health.set_defaults(func=run_command(_health))
 
 
 def register(sub: Any) -> None:

@@ -1,17 +1,36 @@
-"""Output of the operations commands: aligned text tables, JSON, and progress on stderr.
+"""Output of the operations commands: aligned text tables, JSON, progress on stderr, and the
+options and error reporting every command shares.
 
 Tables are for people: a header row, columns padded to the widest cell, two spaces between
 columns. ``--json`` prints one JSON document instead, for scripts. Progress lines go to
 stderr so stdout stays clean for data; on a terminal they overwrite each other.
+
+Every command (``kbroker topics|console-*|cluster|health|groups ...``) takes
+``--bootstrap-server``, ``--json`` and ``--timeout`` (``add_common_options``) and runs through
+``run_command``: one client for its duration; a failure prints ``kbroker: error: <reason>`` on
+stderr and exits with status 1 (argparse exits with 2 for bad arguments).
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TextIO
+
+from kbroker.client import KafkaClient
+from kbroker.ops.admin import OpsError, describe_kafka_error, parse_bootstrap
+from wire.errors import KafkaError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+DEFAULT_BOOTSTRAP = "localhost:9092"
+
+# A command: the parsed arguments and a connected client in, the exit status out.
+Command = Callable[[argparse.Namespace, KafkaClient], Awaitable[int]]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -61,3 +80,44 @@ class Progress:
             self._out.write("\r\x1b[K")
         self._out.write(f"{self._label}: {text}\n")
         self._out.flush()
+
+
+def add_common_options(parser: argparse.ArgumentParser, *, timeout: float = 30.0) -> None:
+    """``--bootstrap-server``, ``--json`` and ``--timeout`` (default ``timeout`` seconds)."""
+    parser.add_argument(
+        "--bootstrap-server",
+        default=DEFAULT_BOOTSTRAP,
+        metavar="HOST:PORT",
+        help=f"broker(s) to connect to, comma-separated (default {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=timeout,
+        metavar="SECONDS",
+        help=f"time limit for each request (default {timeout:g})",
+    )
+
+
+def run_command(command: Command) -> Callable[[argparse.Namespace], int]:
+    """Wrap an async command: one client for its duration, errors turned into exit 1."""
+
+    def run(args: argparse.Namespace) -> int:
+        async def main() -> int:
+            bootstrap = parse_bootstrap(args.bootstrap_server)
+            async with KafkaClient(bootstrap, timeout=args.timeout) as client:
+                return await command(args, client)
+
+        try:
+            return asyncio.run(main())
+        except OpsError as exc:
+            message = str(exc)
+        except KafkaError as exc:
+            message = describe_kafka_error(exc)
+        except (OSError, TimeoutError) as exc:
+            message = f"cannot reach {args.bootstrap_server}: {exc or type(exc).__name__}"
+        print(f"kbroker: error: {message}", file=sys.stderr)
+        return EXIT_FAILED
+
+    return run
