@@ -2,25 +2,24 @@
 
 A Spark JVM takes many seconds to start on a small machine, so every test shares one
 session (local[2]) and one broker; tests keep apart by using topics and directories of their
-own (``unique``). The repository root goes on sys.path for ``compat_tests.broker_process``.
+own (``unique``).
 The session loads Spark's Kafka connector from $KBROKER_SPARK_KAFKA_JARS when it is set,
 and never fetches anything.
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = str(Path(__file__).resolve().parents[2])
-if REPO_ROOT not in sys.path:
-    sys.path.insert(0, REPO_ROOT)
+from compat_tests.broker_process import BrokerProcess
 
-from compat_tests.broker_process import BrokerProcess  # noqa: E402
+# Subprocess queries run from here, with it as their PYTHONPATH.
+REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @pytest.fixture(scope="session")
@@ -48,6 +47,9 @@ def spark() -> Iterator[object]:
         yield session
     finally:
         session.stop()
+        # py4j's gateway connection logs "Closing down" at INFO from __del__ during
+        # interpreter exit, after pytest closed the log stream ("Logging error").
+        logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture
