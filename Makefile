@@ -5,19 +5,20 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEBIAN_PACKAGES := default-jre-headless zookeeper kcat iproute2
 
-.PHONY: install system-packages run test lint bench generate clean cluster
+.PHONY: install system-packages run test bench generate clean cluster spark-demo
 
 install: system-packages $(STAMP)
 
-# Debian packages the tests use: a Java runtime (ZooKeeper, Spark), ZooKeeper and kcat.
+# Debian packages the tests use: a Java runtime (ZooKeeper, Spark), ZooKeeper, kcat,
+# iproute2 (network namespaces for the compose emulation), and venv for Debian's python3.
 system-packages:
 	@missing=""; \
 	command -v java >/dev/null || missing="$$missing default-jre-headless"; \
 	[ -x /usr/share/zookeeper/bin/zkServer.sh ] || missing="$$missing zookeeper"; \
 	command -v kcat >/dev/null || missing="$$missing kcat"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	$(PYTHON) -c "import ensurepip" 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -q && \
@@ -57,6 +58,5 @@ clean:
 # The Spark page-view pipeline against a running broker ($KBROKER_BOOTSTRAP, default
 # 127.0.0.1:9092, e.g. from `make run`); run it again to continue from its checkpoint in
 # .spark-demo/. Spark's Kafka connector is not needed: it uses the kbroker data source.
-.PHONY: spark-demo
 spark-demo: install
 	$(PY) -m spark_conn.demo --bootstrap "$${KBROKER_BOOTSTRAP:-127.0.0.1:9092}"
