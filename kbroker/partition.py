@@ -124,7 +124,9 @@ class Partition:
         if leader.update_high_watermark(self.log.log_end_offset):
             self.on_change(self.key)
 
-    def append(self, batches: bytearray, *, log_append_time_ms: int | None) -> AppendResult:
+    def append(
+        self, batches: bytearray | memoryview, *, log_append_time_ms: int | None
+    ) -> AppendResult:
         self._require_leader()
         result = self.log.append_as_leader(
             batches, leader_epoch=self.leader_epoch, log_append_time_ms=log_append_time_ms

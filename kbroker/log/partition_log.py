@@ -96,7 +96,7 @@ def producer_batch(header: BatchHeader) -> ProducerBatch:
     )
 
 
-def _parse_batches(batches: bytearray | bytes) -> list[tuple[int, BatchHeader]]:
+def _parse_batches(batches: bytearray | bytes | memoryview) -> list[tuple[int, BatchHeader]]:
     parsed = list(iter_batches(batches))
     end = parsed[-1][0] + parsed[-1][1].size if parsed else 0
     if not parsed or end != len(batches):
@@ -268,7 +268,7 @@ class PartitionLog:
     # Appending -------------------------------------------------------------------------
 
     def append_as_leader(
-        self, batches: bytearray, *, leader_epoch: int, log_append_time_ms: int | None
+        self, batches: bytearray | memoryview, *, leader_epoch: int, log_append_time_ms: int | None
     ) -> AppendResult:
         """Assign offsets to already-validated v2 batches (rewritten in place: base offset,
         partition leader epoch, and LogAppendTime when `log_append_time_ms` is given), check
@@ -330,7 +330,7 @@ class PartitionLog:
         )
 
     def _append(
-        self, data: bytearray | bytes, headers: list[BatchHeader], positions: list[int]
+        self, data: bytearray | bytes | memoryview, headers: list[BatchHeader], positions: list[int]
     ) -> None:
         max_ts = max(h.max_timestamp for h in headers)
         now_ms = self._now_ms()

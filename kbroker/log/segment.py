@@ -226,7 +226,7 @@ class LogSegment:
     # Appending -------------------------------------------------------------------------
 
     def append(
-        self, data: bytes | bytearray, batches: list[BatchHeader], positions: list[int]
+        self, data: bytes | bytearray | memoryview, batches: list[BatchHeader], positions: list[int]
     ) -> None:
         """Append whole batches (`data`); `batches`/`positions` are their final headers and
         positions within `data`."""

@@ -4,7 +4,9 @@ The protocol guide requires responses on a connection in the order of its
 requests, and Kafka processes one request per connection at a time (the channel
 is muted until the response is sent). kbroker does the same: frames are decoded
 as they arrive and queued, one worker task handles them in turn, and reading
-pauses when the queue holds too many frames or bytes (DESIGN.md rule 5).
+pauses when the queue holds too many frames or bytes (DESIGN.md rule 5). It is a
+BufferedProtocol: the socket is read straight into the frame decoder's buffers, so a
+large request (a produce batch) lands in its own buffer without further copies.
 
 Responses are written as the parts wire.frame.encode_response returns: bytes
 chunks, and file regions that are sent with os.sendfile when they are large
@@ -63,7 +65,7 @@ class ConnectionLimits:
     max_queued_bytes: int = 100 * 1024 * 1024
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(
         self,
         handle: RequestHandler,
@@ -101,9 +103,12 @@ class KafkaConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._worker = asyncio.get_running_loop().create_task(self._serve())
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            frames = self._decoder.feed(data)
+            frames = self._decoder.buffer_updated(nbytes)
         except DecodeError as exc:
             log.warning("closing connection from %s: bad frame: %s", self.peer, exc)
             self.abort()

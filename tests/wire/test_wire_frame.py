@@ -35,11 +35,38 @@ def frame(payload: bytes) -> bytes:
     return len(payload).to_bytes(4, "big") + payload
 
 
-def test_frame_decoder_splits_whole_frames_zero_copy() -> None:
+def test_frame_decoder_splits_whole_frames() -> None:
     data = frame(b"abc") + frame(b"") + frame(b"de")
     frames = FrameDecoder(100).feed(data)
     assert [bytes(f) for f in frames] == [b"abc", b"", b"de"]
-    assert frames[0].obj is data
+    assert all(f.readonly for f in frames)
+
+
+def test_small_payloads_survive_reuse_of_the_staging_area() -> None:
+    dec = FrameDecoder(1 << 20)
+    first = dec.feed(frame(b"a" * 100))
+    for _ in range(2 * FrameDecoder.STAGING_BYTES // 104):
+        dec.feed(frame(b"b" * 100))
+    assert bytes(first[0]) == b"a" * 100
+
+
+def test_large_payload_is_read_in_place_into_its_own_writable_buffer() -> None:
+    size = FrameDecoder.LARGE_FRAME_BYTES * 4
+    payload = bytes(range(256)) * (size // 256)
+    data = frame(payload) + frame(b"next")
+    dec = FrameDecoder(1 << 20)
+    buf = dec.get_buffer()
+    buf[:1000] = data[:1000]
+    assert dec.buffer_updated(1000) == []
+    # The rest of the payload goes straight into the payload's own buffer.
+    target = dec.get_buffer()
+    assert len(target) == size - 996
+    target[:] = data[1000 : 4 + size]
+    frames = dec.buffer_updated(len(target))
+    assert len(frames) == 1 and frames[0].obj is target.obj
+    assert not frames[0].readonly and bytes(frames[0]) == payload
+    assert [bytes(f) for f in dec.feed(data[4 + size :])] == [b"next"]
+    assert dec.buffered() == 0
 
 
 def test_frame_decoder_reassembles_byte_by_byte() -> None:
