@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from controller.interface import BrokerInfo
-from kbroker.server.listener import LISTENER_NAME
+from kbroker.server.connection import LISTENER_NAME
 from wire.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:

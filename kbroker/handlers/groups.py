@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kbroker.group.state_machine import GroupState, JoinRequest, SyncRequest
-from kbroker.server.connection import CLIENT_HOST
-from kbroker.server.listener import LISTENER_NAME
+from kbroker.server.connection import CLIENT_HOST, LISTENER_NAME
 from wire.errors import ErrorCode
 from wire.messages.delete_groups_request import DeleteGroupsRequest
 from wire.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse

@@ -52,6 +52,12 @@ SENDFILE_MIN_BYTES = 64 * 1024
 # ("/127.0.0.1"): group members report it (DescribeGroups client_host). Each
 # connection's worker task runs in its own context, so handlers see their own.
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="/")
+# The name of the listener the connection came through (None for a server started without
+# one), so handlers answer with that listener's advertised endpoints, as Kafka does: a client
+# that came in through EXTERNAL is told the brokers' EXTERNAL addresses.
+LISTENER_NAME: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "listener_name", default=None
+)
 
 
 class CloseConnection(Exception):
@@ -72,8 +78,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         reject_version: VersionRejector,
         limits: ConnectionLimits,
         on_close: Callable[[KafkaConnection], None],
+        listener_name: str | None = None,
     ) -> None:
         self._handle = handle
+        self._listener_name = listener_name
         self._reject_version = reject_version
         self._limits = limits
         self._on_close = on_close
@@ -183,6 +191,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     async def _serve(self) -> None:
         assert self._transport is not None
         CLIENT_HOST.set(self._client_host)
+        LISTENER_NAME.set(self._listener_name)
         try:
             while (frame := await self._next_frame()) is not None:
                 if not await self._serve_one(frame):

@@ -1,9 +1,7 @@
 """The listening sockets and the set of live connections.
 
-A broker listens on every entry of ``listeners``; each ``start`` call binds one. Requests that
-arrive through a named listener run with ``LISTENER_NAME`` set to that name, so handlers can
-answer with the advertised endpoints of the same listener, as Kafka does (a client that came in
-through EXTERNAL is told the brokers' EXTERNAL addresses).
+A broker listens on every entry of ``listeners``; each ``start`` call binds one, and its
+connections carry the listener's name (``connection.LISTENER_NAME`` during their requests).
 
 Graceful shutdown follows uvicorn: stop accepting, let each connection finish
 the request it is handling (bounded by a grace period), then abort the rest.
@@ -12,9 +10,7 @@ the request it is handling (bounded by a grace period), then abort the rest.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
-from collections.abc import Awaitable
 
 from kbroker.server.connection import (
     ConnectionLimits,
@@ -22,27 +18,8 @@ from kbroker.server.connection import (
     RequestHandler,
     VersionRejector,
 )
-from wire.messages.request_header import RequestHeader
 
 log = logging.getLogger(__name__)
-
-# The name of the listener the request being handled came through; None outside a request or
-# for a server started without a name. Each connection's worker task has its own context.
-LISTENER_NAME: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "listener_name", default=None
-)
-
-
-def _through_listener(handle: RequestHandler, name: str) -> RequestHandler:
-    """``handle`` with LISTENER_NAME set to ``name``. A plain function, not a coroutine: it is
-    called in the connection's worker task, so the variable is set in that task's context
-    without an extra coroutine frame per request."""
-
-    def handle_through(header: RequestHeader, request: object) -> Awaitable[object | None]:
-        LISTENER_NAME.set(name)
-        return handle(header, request)
-
-    return handle_through
 
 
 class KafkaServer:
@@ -55,9 +32,13 @@ class KafkaServer:
         self._connections: set[KafkaConnection] = set()
         self._servers: list[asyncio.Server] = []
 
-    def _new_connection(self, handle: RequestHandler) -> KafkaConnection:
+    def _new_connection(self, listener_name: str | None) -> KafkaConnection:
         connection = KafkaConnection(
-            handle, self._reject_version, self._limits, self._connections.discard
+            self._handle,
+            self._reject_version,
+            self._limits,
+            self._connections.discard,
+            listener_name,
         )
         self._connections.add(connection)
         return connection
@@ -65,14 +46,9 @@ class KafkaServer:
     async def start(self, host: str, port: int, listener_name: str | None = None) -> int:
         """Listen on host:port and return the bound port (port 0 picks one). Requests on
         connections accepted there see ``listener_name`` in LISTENER_NAME."""
-        handle = (
-            self._handle
-            if listener_name is None
-            else _through_listener(self._handle, listener_name)
-        )
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
-            lambda: self._new_connection(handle),
+            lambda: self._new_connection(listener_name),
             host or None,
             port,
             reuse_address=True,

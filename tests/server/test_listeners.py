@@ -12,7 +12,7 @@ from controller.interface import BrokerInfo, Endpoint
 from kbroker.broker import Broker
 from kbroker.handlers.groups import handle_find_coordinator
 from kbroker.handlers.metadata import handle_metadata
-from kbroker.server.listener import LISTENER_NAME
+from kbroker.server.connection import LISTENER_NAME
 from tests.server.conftest import RawClient, broker_config, free_port
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
