@@ -117,11 +117,12 @@ class Histogram:
         out.sample(f"{name}_count", labels, self.count)
 
 
+# Looked up once per request: a dict is cheaper than building the enum member each time.
+_API_NAMES: dict[int, str] = {key.value: key.name for key in ApiKey}
+
+
 def _api_name(api_key: int) -> str:
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return str(api_key)
+    return _API_NAMES.get(api_key) or str(api_key)
 
 
 def _records_size(records: object) -> int:
