@@ -46,6 +46,7 @@ from kazoo.exceptions import (
     NoNodeError,
     ZookeeperError,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 
 from controller import decisions, zk_paths
 from controller.embedded import kafka_uuid_string, random_kafka_uuid
@@ -67,7 +68,8 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 SAFETY_REFRESH_SECONDS = 3.0
 RETRY_SECONDS = 1.0
-ZK_ERRORS = (KazooException, ZookeeperError, OSError)
+# kazoo's threading handler raises KazooTimeoutError, which is not a KazooException.
+ZK_ERRORS = (KazooException, ZookeeperError, KazooTimeoutError, OSError)
 
 
 @dataclass
@@ -205,6 +207,11 @@ class ZkMetadata(TopicCache):
             log.warning("zookeeper session lost")
         self._watch()
 
+    def _session_id(self) -> int | None:
+        """The current session's id; None while disconnected."""
+        client_id = self._zk.client_id
+        return None if client_id is None else int(client_id[0])
+
     def _prepare(self) -> None:
         for path in zk_paths.PERSISTENT_PATHS:
             self._zk.ensure_path(path)
@@ -242,7 +249,7 @@ class ZkMetadata(TopicCache):
                     _, stat = self._zk.get(path)
                 except NoNodeError:
                     continue
-                if stat.ephemeralOwner == self._zk.client_id[0]:
+                if stat.ephemeralOwner == self._session_id():
                     return
                 if time.monotonic() > deadline:
                     raise
@@ -379,7 +386,9 @@ class ZkMetadata(TopicCache):
             snapshot = await asyncio.to_thread(self._read)
             self._publish(snapshot)
             if self._endpoints and not self._shutting_down:
-                if self._snapshot.sessions.get(self._me) != self._zk.client_id[0]:
+                session = self._session_id()
+                # Without a session (connection lost) the state change will bring us back.
+                if session is not None and self._snapshot.sessions.get(self._me) != session:
                     await asyncio.to_thread(self._register)
                     self._dirty.set()
                 if self._snapshot.controller == -1:
@@ -406,6 +415,12 @@ class ZkMetadata(TopicCache):
                 await self.refresh()
             except ZK_ERRORS as exc:
                 log.info("zookeeper refresh failed: %s", exc)
+                await asyncio.sleep(RETRY_SECONDS)
+                self._dirty.set()
+            except Exception:
+                # This loop keeps the registration and the controller alive: a bug in one
+                # refresh must not leave a broker that looks up but never re-registers.
+                log.exception("zookeeper refresh failed")
                 await asyncio.sleep(RETRY_SECONDS)
                 self._dirty.set()
 

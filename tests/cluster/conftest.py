@@ -1,7 +1,8 @@
 """Cluster tests: a real ZooKeeper server and three kbroker processes on loopback.
 
 Each test module gets its own cluster (module-scoped fixture); tests leave every broker
-running when they finish, so the next test of the module starts from a whole cluster.
+running when they finish, and each test starts once every broker is registered again (a
+broker that was paused past its session timeout needs a moment to re-register).
 KBROKER_CLUSTER_DIR, when set, keeps the clusters' directories (logs included) there.
 The directory is put on sys.path so the tests import local_cluster and helpers directly.
 """
@@ -20,19 +21,16 @@ HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from local_cluster import LocalCluster  # noqa: E402
+from local_cluster import LocalCluster, java_available  # noqa: E402
 
-
-def java_available() -> bool:
-    return Path("/usr/bin/java").exists() and any(Path("/usr/share/java").glob("zookeeper*.jar"))
+from compat_tests.support import require  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def cluster(
+def module_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalCluster]:
-    if not java_available():
-        pytest.skip("ZooKeeper (Debian package) and java are needed")
+    require(java_available(), "ZooKeeper (Debian package) and java are needed")
     keep = os.environ.get("KBROKER_CLUSTER_DIR")
     if keep:
         work = Path(keep) / request.module.__name__
@@ -45,3 +43,9 @@ def cluster(
         yield local
     finally:
         local.kill_all()
+
+
+@pytest.fixture
+def cluster(module_cluster: LocalCluster) -> LocalCluster:
+    module_cluster.wait_registered()
+    return module_cluster

@@ -49,6 +49,11 @@ FAST_FAILOVER = {
 }
 
 
+def java_available() -> bool:
+    """Whether Debian's zookeeper package and a Java runtime are installed."""
+    return Path("/usr/bin/java").exists() and any(Path("/usr/share/java").glob("zookeeper*.jar"))
+
+
 def zk_ready(port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:

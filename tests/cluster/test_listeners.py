@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import java_available
 from helpers import wait_for
 from kazoo.client import KazooClient
-from local_cluster import BrokerProcess, ZooKeeperProcess, free_port
+from local_cluster import BrokerProcess, ZooKeeperProcess, free_port, java_available
 
+from compat_tests.support import require
 from kbroker.client import BrokerConnection
 from wire.api_keys import ApiKey
 from wire.messages.metadata_request import MetadataRequest
@@ -59,8 +59,7 @@ class TwoListenerCluster:
 
 @pytest.fixture(scope="module")
 def two_listener_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoListenerCluster]:
-    if not java_available():
-        pytest.skip("ZooKeeper (Debian package) and java are needed")
+    require(java_available(), "ZooKeeper (Debian package) and java are needed")
     cluster = TwoListenerCluster(tmp_path_factory.mktemp("listeners"))
     try:
         cluster.zookeeper.start()

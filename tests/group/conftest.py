@@ -20,6 +20,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
+from compat_tests.support import require
 from kbroker.broker import Broker
 from kbroker.client import BrokerConnection
 from kbroker.config import BrokerConfig
@@ -264,8 +265,11 @@ ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 def zookeeper(tmp_path: Path) -> Iterator[str]:
     """A standalone ZooKeeper from Debian's zookeeper package on a free port; its address."""
     java = shutil.which("java")
-    if java is None or not ZOOKEEPER_JAR.exists():
-        pytest.skip("ZooKeeper (Debian package zookeeper) and java are needed")
+    require(
+        java is not None and ZOOKEEPER_JAR.exists(),
+        "ZooKeeper (Debian package zookeeper) and java are needed",
+    )
+    assert java is not None
     port = free_port()
     data = tmp_path / "zookeeper"
     data.mkdir()

@@ -1,0 +1,48 @@
+"""The ZooKeeper backend's refresh loop outlives failed refreshes (it keeps the broker
+registered), and a backend without a session has no session id."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from kazoo.handlers.threading import KazooTimeoutError
+
+from controller import zk_backend
+from controller.zk_backend import ZkMetadata
+from kbroker.config import BrokerConfig
+
+
+def _backend(tmp_path: Path) -> ZkMetadata:
+    config = BrokerConfig.from_properties(
+        {"broker.id": "1", "log.dirs": str(tmp_path), "zookeeper.connect": "127.0.0.1:1"}
+    )
+    return ZkMetadata(config)
+
+
+async def test_refresh_loop_survives_a_timeout_and_a_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(zk_backend, "RETRY_SECONDS", 0.0)
+    backend = _backend(tmp_path)
+    failures: list[Exception] = [KazooTimeoutError("slow server"), TypeError("a bug")]
+    recovered = asyncio.Event()
+
+    async def refresh() -> None:
+        if failures:
+            raise failures.pop(0)
+        recovered.set()
+
+    monkeypatch.setattr(backend, "refresh", refresh)
+    loop_task = asyncio.create_task(backend._refresh_on_change())
+    backend._dirty.set()
+    try:
+        await asyncio.wait_for(recovered.wait(), 5)
+    finally:
+        loop_task.cancel()
+    assert not failures
+
+
+def test_no_session_id_while_disconnected(tmp_path: Path) -> None:
+    assert _backend(tmp_path)._session_id() is None
