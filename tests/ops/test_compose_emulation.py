@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from compat_tests.support import require
 from tests.ops.compose_emulation import (
     Network,
     can_emulate,
@@ -20,14 +21,13 @@ from tests.ops.compose_emulation import (
     zookeeper_healthy,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(can_emulate() is not None, reason=str(can_emulate())),
-]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def network(tmp_path: Path) -> Iterator[Network]:
+    reason = can_emulate()
+    require(reason is None, str(reason))
     net = Network(tmp_path)
     try:
         yield net

@@ -3,7 +3,16 @@ import os
 import struct
 
 import cramjam
+import lz4.frame as lz4_frame
 import pytest
+import snappy
+import zstandard
+from kafka.codec import (
+    lz4_decode_old_kafka,
+    lz4_encode_old_kafka,
+    snappy_decode,
+    snappy_encode,
+)
 from records_helpers import raises_code
 
 from wire.errors import ErrorCode
@@ -125,9 +134,6 @@ def test_unknown_codec() -> None:
 
 
 def test_python_snappy_interop() -> None:
-    snappy = pytest.importorskip("snappy")
-    from kafka.codec import snappy_decode, snappy_encode
-
     data = PAYLOADS["repetitive"]
     assert snappy_decode(compress(SNAPPY, data)) == data
     assert decompress(SNAPPY, snappy_encode(data)) == data
@@ -136,7 +142,6 @@ def test_python_snappy_interop() -> None:
 
 
 def test_python_lz4_interop() -> None:
-    lz4_frame = pytest.importorskip("lz4.frame")
     data = PAYLOADS["repetitive"] + PAYLOADS["random"]
     assert lz4_frame.decompress(compress(LZ4, data)) == data
     for linked in (False, True):
@@ -145,17 +150,12 @@ def test_python_lz4_interop() -> None:
 
 
 def test_kafka_python_old_lz4_framing() -> None:
-    pytest.importorskip("lz4.frame")
-    pytest.importorskip("xxhash")
-    from kafka.codec import lz4_decode_old_kafka, lz4_encode_old_kafka
-
     data = PAYLOADS["repetitive"]
     assert decompress(LZ4, lz4_encode_old_kafka(data), magic=0) == data
     assert lz4_decode_old_kafka(compress(LZ4, data, magic=0)) == data
 
 
 def test_zstandard_interop() -> None:
-    zstandard = pytest.importorskip("zstandard")
     data = PAYLOADS["repetitive"]
     assert zstandard.ZstdDecompressor().decompress(compress(ZSTD, data)) == data
     cobj = zstandard.ZstdCompressor().compressobj()

@@ -7,10 +7,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import pytest
+import kafka.protocol.api_message as api_message
 from wire_helpers import populate, top_level_classes
-
-api_message = pytest.importorskip("kafka.protocol.api_message")
 
 
 def kafka_python_messages() -> dict[str, type]:
