@@ -13,8 +13,10 @@ side by side with the same command.
 """
 
 import argparse
+import importlib.util
 import json
 import multiprocessing
+import os
 import shutil
 import subprocess
 import sys
@@ -200,6 +202,30 @@ def consume_confluent(settings: Settings) -> float:
         consumer.close()
 
 
+def kcat_command() -> tuple[str, dict[str, str]]:
+    """kcat, and an environment that links it with confluent-kafka's bundled librdkafka.
+
+    Debian's kcat comes with Debian's librdkafka 2.0, which cannot negotiate ApiVersions with
+    Tansu 0.6; librdkafka keeps its ABI stable, so the same kcat runs on the newer library
+    the confluent-kafka wheel ships, and both brokers face the same load generator.
+    """
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        raise SystemExit("kcat is not installed (make install installs it)")
+    spec = importlib.util.find_spec("confluent_kafka")
+    assert spec is not None and spec.origin is not None
+    bundled = sorted(Path(spec.origin).parents[1].glob("confluent_kafka.libs/librdkafka-*.so*"))
+    if not bundled:
+        return kcat, dict(os.environ)
+    shim = REPO_ROOT / ".venv" / "kcat-librdkafka"
+    shim.mkdir(parents=True, exist_ok=True)
+    link = shim / "librdkafka.so.1"
+    if not link.exists() or link.resolve() != bundled[-1].resolve():
+        link.unlink(missing_ok=True)
+        link.symlink_to(bundled[-1])
+    return kcat, {**os.environ, "LD_LIBRARY_PATH": str(shim)}
+
+
 def kcat_properties(settings: Settings) -> list[str]:
     props = {
         "acks": settings.acks,
@@ -211,7 +237,7 @@ def kcat_properties(settings: Settings) -> list[str]:
     return [arg for key, value in props.items() for arg in ("-X", f"{key}={value}")]
 
 
-def produce_kcat(settings: Settings, kcat: str, work: Path) -> float:
+def produce_kcat(settings: Settings, kcat: str, env: dict[str, str], work: Path) -> float:
     """kcat -P processes, each reading its share of newline-separated records from a file."""
     value_line = b"x" * settings.record_size + b"\n"
     inputs: list[Path] = []
@@ -230,7 +256,10 @@ def produce_kcat(settings: Settings, kcat: str, work: Path) -> float:
         *kcat_properties(settings),
     ]
     start = time.perf_counter()
-    procs = [subprocess.Popen([*cmd, "-l", str(path)], stdin=subprocess.DEVNULL) for path in inputs]
+    procs = [
+        subprocess.Popen([*cmd, "-l", str(path)], stdin=subprocess.DEVNULL, env=env)
+        for path in inputs
+    ]
     codes = [p.wait() for p in procs]
     elapsed = time.perf_counter() - start
     if any(codes):
@@ -238,14 +267,14 @@ def produce_kcat(settings: Settings, kcat: str, work: Path) -> float:
     return elapsed
 
 
-def consume_kcat(settings: Settings, kcat: str) -> float:
+def consume_kcat(settings: Settings, kcat: str, env: dict[str, str]) -> float:
     # One output byte per record: counting them checks that everything arrived.
     cmd = [
         kcat, "-b", settings.bootstrap, "-C", "-q", "-t", settings.topic,
         "-o", "beginning", "-e", "-c", str(settings.records), "-f", ".",
     ]  # fmt: skip
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, check=True)
+    proc = subprocess.run(cmd, capture_output=True, check=True, env=env)
     elapsed = time.perf_counter() - start
     if len(proc.stdout) != settings.records:
         raise RuntimeError(f"kcat -C read {len(proc.stdout)} of {settings.records} records")
@@ -255,12 +284,10 @@ def consume_kcat(settings: Settings, kcat: str) -> float:
 def run(settings: Settings, client: str) -> dict[str, Phase]:
     create_topic(settings)
     if client == "kcat":
-        kcat = shutil.which("kcat")
-        if kcat is None:
-            raise SystemExit("kcat is not installed (apt-get install kcat)")
+        kcat, env = kcat_command()
         with tempfile.TemporaryDirectory(prefix="kbroker-bench-input-") as work:
-            produced = produce_kcat(settings, kcat, Path(work))
-        consumed = consume_kcat(settings, kcat)
+            produced = produce_kcat(settings, kcat, env, Path(work))
+        consumed = consume_kcat(settings, kcat, env)
     else:
         produced = produce_confluent(settings)
         consumed = consume_confluent(settings)

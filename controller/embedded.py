@@ -142,6 +142,7 @@ class EmbeddedMetadata(TopicCache):
         self._cluster_id = ""
         self._broker_configs: dict[str, str] = {}
         self._lock = asyncio.Lock()
+        self._me = self._own_info()
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -153,6 +154,9 @@ class EmbeddedMetadata(TopicCache):
         return self._config.broker_id
 
     def brokers(self) -> list[BrokerInfo]:
+        return [self._me]
+
+    def _own_info(self) -> BrokerInfo:
         advertised = self._config.advertised_listeners
         inter = next(
             (a for a in advertised if a.name == self._config.inter_broker_listener_name),
@@ -164,11 +168,9 @@ class EmbeddedMetadata(TopicCache):
             if len(advertised) > 1
             else ()
         )
-        return [
-            BrokerInfo(
-                self._config.broker_id, inter.host, inter.port, self._config.broker_rack, endpoints
-            )
-        ]
+        return BrokerInfo(
+            self._config.broker_id, inter.host, inter.port, self._config.broker_rack, endpoints
+        )
 
     def broker_configs(self) -> dict[str, str]:
         return dict(self._broker_configs)

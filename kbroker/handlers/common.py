@@ -67,4 +67,6 @@ def client_brokers(broker: Broker) -> list[BrokerInfo]:
 
 
 def broker_endpoints(broker: Broker, broker_ids: set[int]) -> list[BrokerInfo]:
+    if not broker_ids:  # the common case: no leader moved, so no Produce/Fetch hints
+        return []
     return [b for b in client_brokers(broker) if b.broker_id in broker_ids]
