@@ -15,7 +15,7 @@ Benchmarks print figures; they are not tests.
 
     .venv/bin/python bench/suite.py                 # both brokers, the full matrix
     .venv/bin/python bench/suite.py --quick         # a few configurations, smaller counts
-    .venv/bin/python bench/suite.py --brokers kbroker --bootstrap-kbroker HOST:PORT
+    .venv/bin/python bench/suite.py --brokers "" --running other=HOST:PORT  # any running broker
 """
 
 from __future__ import annotations
@@ -324,7 +324,14 @@ def ratio(mine: float, theirs: float) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--brokers", default="kbroker,tansu")
+    parser.add_argument("--brokers", default="kbroker,tansu", help="brokers this script starts")
+    parser.add_argument(
+        "--running",
+        action="append",
+        default=[],
+        metavar="NAME=HOST:PORT",
+        help="also measure a broker that is already running (no CPU or RSS figures)",
+    )
     parser.add_argument("--quick", action="store_true", help="a few configurations, fewer records")
     parser.add_argument("--records", type=int, help="records per throughput run")
     parser.add_argument(
@@ -345,11 +352,21 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(names) - set(STARTERS)
     if unknown:
         parser.error(f"unknown brokers {sorted(unknown)}; choose from {sorted(STARTERS)}")
+    running: list[BrokerUnderTest] = []
+    for spec in args.running:
+        name, sep, address = spec.partition("=")
+        if not sep or not name or name in names or ":" not in address:
+            parser.error(f"--running takes NAME=HOST:PORT with a new name, not {spec!r}")
+        running.append(BrokerUnderTest(name, address, None))
+    if not names and not running:
+        parser.error("nothing to measure")
+    names += [broker.name for broker in running]
     records = args.records or (200_000 if args.quick else 1_000_000)
     rates = [int(r) for r in args.rates.split(",")]
     doc: dict[str, Any] = {"brokers": names, "records": records, "throughput": [], "latency": []}
     with ExitStack() as stack:
-        brokers = [stack.enter_context(STARTERS[name]()) for name in names]
+        brokers = [stack.enter_context(STARTERS[name]()) for name in names if name in STARTERS]
+        brokers += running
         for config in matrix(args.quick):
             row: dict[str, Any] = {"config": config.label, **asdict(config)}
             runs: dict[str, list[dict[str, Any]]] = {broker.name: [] for broker in brokers}
@@ -385,7 +402,9 @@ def main(argv: list[str] | None = None) -> None:
                     flush=True,
                 )
         for broker in brokers:
-            print(f"peak RSS {broker.name}: {broker.peak_rss_mb()} MB")
+            rss = broker.peak_rss_mb()
+            if rss is not None:
+                print(f"peak RSS {broker.name}: {rss:.1f} MB")
     RESULTS.mkdir(exist_ok=True)
     stem = RESULTS / f"suite-{time.strftime('%Y%m%d-%H%M%S')}"
     json_path = stem.with_suffix(".json")
