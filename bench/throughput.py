@@ -105,6 +105,13 @@ def create_topic(settings: Settings) -> None:
         time.sleep(0.1)
 
 
+def delete_topic(settings: Settings) -> None:
+    """Drop a measured topic, so a long run neither fills the disk nor leaves writeback
+    behind for the next measurement."""
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin.delete_topics([settings.topic])[settings.topic].result(timeout=60)
+
+
 def produce_share(settings: Settings, count: int) -> int:
     """Produce `count` records with one confluent-kafka producer; returns the failures."""
     failures = 0
@@ -272,6 +279,9 @@ def consume_kcat(settings: Settings, kcat: str, env: dict[str, str]) -> float:
     cmd = [
         kcat, "-b", settings.bootstrap, "-C", "-q", "-t", settings.topic,
         "-o", "beginning", "-e", "-c", str(settings.records), "-f", ".",
+        # As for the confluent consumer: compressed batches overfill librdkafka's queue at
+        # once, and the default 1 s pause then dominated 1-partition lz4 runs.
+        "-X", "fetch.queue.backoff.ms=10",
     ]  # fmt: skip
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, check=True, env=env)
