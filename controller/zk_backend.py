@@ -413,14 +413,13 @@ class ZkMetadata(TopicCache):
             self._dirty.clear()
             try:
                 await self.refresh()
-            except ZK_ERRORS as exc:
-                log.info("zookeeper refresh failed: %s", exc)
-                await asyncio.sleep(RETRY_SECONDS)
-                self._dirty.set()
-            except Exception:
-                # This loop keeps the registration and the controller alive: a bug in one
-                # refresh must not leave a broker that looks up but never re-registers.
-                log.exception("zookeeper refresh failed")
+            except Exception as exc:
+                # This loop keeps the registration and the controller alive: no failed
+                # refresh, expected or a bug, may leave a broker that never re-registers.
+                if isinstance(exc, ZK_ERRORS):
+                    log.info("zookeeper refresh failed: %s", exc)
+                else:
+                    log.exception("zookeeper refresh failed")
                 await asyncio.sleep(RETRY_SECONDS)
                 self._dirty.set()
 
