@@ -126,9 +126,9 @@ class BrokerConnection:
             )
             self._writer.write(encode_request(header, body, version))
             await self._writer.drain()
-            return await asyncio.wait_for(
-                self._receive(api_key, version, correlation), self._timeout
-            )
+            # asyncio.timeout, not wait_for: no task wrapped around every inter-broker fetch.
+            async with asyncio.timeout(self._timeout):
+                return await self._receive(api_key, version, correlation)
 
     async def request(self, api_key: int, body: Any, highest: int | None = None) -> tuple[Any, int]:
         """Send at the best common version; returns (response, version used)."""
