@@ -170,3 +170,9 @@ class Partition:
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)
         self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Follower behind the leader's log start: continue empty from ``offset`` (the
+        records below it are gone from the leader, so committed)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self._high_watermark = offset

@@ -7,6 +7,11 @@ epoch per partition, KIP-320) for every partition it follows there, appends what
 unchanged and takes the leader's high watermark. The leader long-polls the fetch
 (replica.fetch.wait.max.ms), so an idle follower sends about two requests a second.
 
+OFFSET_OUT_OF_RANGE means one of two things: the follower's log ends before the leader's
+log start (it was away while retention or DeleteRecords removed what it misses), and it
+starts over, empty, at the leader's log start; or its log runs past the leader's, and it
+truncates to the divergence point again.
+
 Connection errors and leader-side errors (fenced or unknown epoch, not leader) back off for
 replica.fetch.backoff.ms and retry; the partition's new role arrives through the metadata.
 """
@@ -260,10 +265,27 @@ class LeaderFetcher:
                         complete_batches(data.records), data.high_watermark
                     )
                 elif data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    self._needs_truncation.add(key)
+                    self._out_of_range(key, partition, data.log_start_offset)
                 else:
                     ok = False
         return ok
+
+    def _out_of_range(self, key: TopicPartition, partition: Partition, leader_start: int) -> None:
+        """Our fetch offset is outside the leader's log. Behind its log start (retention or
+        DeleteRecords removed what we miss): start over there. Otherwise our log runs past
+        the leader's end: find the divergence point again (KIP-101)."""
+        if leader_start > partition.log.log_end_offset:
+            log.info(
+                "%s-%d ends at %d, before leader %d's log start %d: starting over there",
+                key[0],
+                key[1],
+                partition.log.log_end_offset,
+                self.leader_id,
+                leader_start,
+            )
+            partition.truncate_fully_and_start_at(leader_start)
+        else:
+            self._needs_truncation.add(key)
 
 
 def make_settings(get: Callable[[str], object]) -> FetchSettings:

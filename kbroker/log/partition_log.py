@@ -555,6 +555,18 @@ class PartitionLog:
         producer_snapshot.delete_outside(self.directory, self._bases[0], leo)
         self._load_producer_state()
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every record and continue empty from `offset` (log start = log end =
+        `offset`): a follower whose log ends before the leader's log start can never fetch
+        what it misses, so it restarts at the leader's log start, as Kafka's
+        truncateFullyAndStartAt does."""
+        self._truncate_fully(offset)
+        self._flushed_offset = offset
+        self.recovery_point = offset
+        self.epochs.clear()
+        producer_snapshot.delete_outside(self.directory, offset, offset)
+        self._load_producer_state()
+
     def _truncate_fully(self, offset: int) -> None:
         for segment in self._segments:
             self._retire(segment)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from local_cluster import LocalCluster
 
@@ -141,7 +141,7 @@ class BackgroundProducer:
 
 
 def read_all(cluster: LocalCluster, topic: str, partition: int = 0) -> list[tuple[bytes, int]]:
-    """(value, offset) of every record below the high watermark."""
+    """(value, offset) of every record from the log start to the high watermark."""
     consumer = Consumer(
         {
             "bootstrap.servers": cluster.bootstrap,
@@ -151,7 +151,7 @@ def read_all(cluster: LocalCluster, topic: str, partition: int = 0) -> list[tupl
     )
     try:
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
-        consumer.assign([TopicPartition(topic, partition, 0)])
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         out: list[tuple[bytes, int]] = []
         deadline = time.monotonic() + 60
         while (not out or out[-1][1] < high - 1) and time.monotonic() < deadline:

@@ -4,6 +4,7 @@ returns; a reassigned replica copies the log it joins; added and deleted partiti
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions
 from helpers import (
     admin,
@@ -109,3 +110,29 @@ def test_partitions_added_then_topic_deleted_everywhere(cluster: LocalCluster) -
     assert all(d.exists() for d in dirs)
     client.delete_topics([topic])[topic].result(30)
     wait_for(lambda: not any(d.exists() for d in dirs), 30, "every replica's log deleted")
+
+
+def test_follower_behind_the_leaders_log_start_starts_over_there(cluster: LocalCluster) -> None:
+    topic = "behind"
+    create_topic(cluster, topic, **{"segment.bytes": "1024"})
+    view = wait_for(lambda: full_isr(cluster, topic), 60, "a full ISR")
+    away = next(r for r in view.replicas if r != view.leader)
+    cluster.brokers[away].stop(timeout=60)
+    try:
+        for _ in range(20):
+            assert produce_raw(cluster, view.leader, topic, 1, 10, b"x" * 100) == ErrorCode.NONE
+        # Everything the stopped follower misses below offset 150 goes (several segments).
+        client = admin(cluster)  # kept: the futures need the client alive
+        deleted = client.delete_records([TopicPartition(topic, 0, 150)])
+        low = next(iter(deleted.values())).result(30)
+        assert low.low_watermark == 150
+    finally:
+        cluster.brokers[away].start(timeout=60)
+    # It cannot fetch from its own log end any more: it must restart at the log start.
+    wait_for(lambda: full_isr(cluster, topic), 60, "the follower back in sync")
+    assert produce_raw(cluster, view.leader, topic, -1, 5, b"after") == ErrorCode.NONE
+    assert read_all(cluster, topic) == [(b"x" * 100, o) for o in range(150, 200)] + [
+        (b"after", o) for o in range(200, 205)
+    ]
+    segments = sorted((cluster.brokers[away].log_dir / f"{topic}-0").glob("*.log"))
+    assert segments[0].name == f"{150:020d}.log"

@@ -353,6 +353,25 @@ def test_truncate_to_below_the_first_segment(tmp_path: Path) -> None:
     assert append(plog, batch(1)) == (0, 0)
 
 
+def test_truncate_fully_and_start_past_the_log_end(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    for tag in range(30):
+        append(plog, batch(1, value_size=50, tag=tag), epoch=1)
+    plog.truncate_fully_and_start_at(100)
+    assert (plog.log_start_offset, plog.log_end_offset) == (100, 100)
+    assert plog.segment_base_offsets() == [100]
+    assert plog.latest_epoch() < 0
+    data = bytearray(
+        build_batch([Record(100, 1, None, b"a")], base_offset=100, partition_leader_epoch=3)
+    )
+    plog.append_as_follower(data)
+    assert plog.log_end_offset == 101 and plog.latest_epoch() == 3
+    plog.close()
+    plog = open_log(tmp_path)
+    assert (plog.log_start_offset, plog.log_end_offset) == (100, 101)
+    assert plog.segment_base_offsets() == [100]
+
+
 def test_follower_append_keeps_offsets_and_epochs(tmp_path: Path) -> None:
     plog = open_log(tmp_path)
     data = bytearray(
