@@ -44,6 +44,7 @@ from kazoo.exceptions import (
     KazooException,
     NodeExistsError,
     NoNodeError,
+    RolledBackError,
     ZookeeperError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
@@ -352,9 +353,10 @@ class ZkMetadata(TopicCache):
             log.info("broker %d is the controller, epoch %d", self._me, epoch)
             return
 
-    def _write_states(self, changes: Sequence[decisions.StateChange]) -> int:
-        """Controller writes, fenced by the controller epoch's znode version."""
-        written = 0
+    def _write_states(self, changes: Sequence[decisions.StateChange]) -> set[TopicPartition]:
+        """Controller writes, fenced by the controller epoch's znode version; the partitions
+        written (a write loses when the state or the controller epoch moved meanwhile)."""
+        written: set[TopicPartition] = set()
         for change in changes:
             topic, index = change.partition
             _, version = self._snapshot.states[change.partition]
@@ -367,7 +369,7 @@ class ZkMetadata(TopicCache):
             if any(isinstance(r, Exception) for r in results):
                 log.info("controller write for %s-%d lost: %s", topic, index, results)
                 continue
-            written += 1
+            written.add(change.partition)
             log.info(
                 "controller: %s-%d leader %d epoch %d isr %s",
                 topic,
@@ -609,11 +611,20 @@ class ZkMetadata(TopicCache):
                 replicas[index] = moved.replicas
                 adding[index] = moved.adding
                 removing[index] = moved.removing
-            self._zk.set(
+            # Fenced like every controller write (the controller epoch's znode version).
+            transaction = self._zk.transaction()
+            transaction.check(zk_paths.CONTROLLER_EPOCH, self._epoch_version)
+            transaction.set_data(
                 zk_paths.topic_path(topic),
                 zk_paths.encode_assignment(assignment.topic_id, replicas, adding, removing),
-                version=stat.version,
+                stat.version,
             )
+            epoch_check, topic_write = transaction.commit()
+            # In a failed transaction the operations that did not fail report RolledBackError.
+            if isinstance(epoch_check, Exception) and not isinstance(epoch_check, RolledBackError):
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, "the controller moved")
+            if isinstance(topic_write, Exception):
+                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{topic} changed meanwhile")
 
         for topic, changes in by_topic.items():
             try:
@@ -630,7 +641,7 @@ class ZkMetadata(TopicCache):
         self, partitions: Sequence[TopicPartition], *, unclean: bool
     ) -> dict[TopicPartition, ErrorCode]:
         """Preferred (or, with ``unclean``, unclean) leader election for ``partitions``, the
-        ElectLeaders API. Written conditionally on each state znode's version."""
+        ElectLeaders API (the controller's): written like every controller write."""
         snap = self._snapshot
         live = set(snap.brokers)
         result: dict[TopicPartition, ErrorCode] = {}
@@ -660,19 +671,11 @@ class ZkMetadata(TopicCache):
                 result[key] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
             else:
                 result[key] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        written = await self._zk_call(self._write_states, changes)
         for change in changes:
-            _, version = snap.states[change.partition]
-            try:
-                await asyncio.to_thread(
-                    self._zk.set,
-                    zk_paths.state_path(*change.partition),
-                    zk_paths.encode_state(change.new),
-                    version=version,
-                )
-                result[change.partition] = ErrorCode.NONE
-            except BadVersionError:
-                # The state moved meanwhile; the client may retry against the new state.
-                result[change.partition] = ErrorCode.REQUEST_TIMED_OUT
+            # A lost write: the state or the controller moved meanwhile; the client may retry.
+            lost = change.partition not in written
+            result[change.partition] = ErrorCode.REQUEST_TIMED_OUT if lost else ErrorCode.NONE
         await self._refresh_after_write()
         return result
 

@@ -31,6 +31,8 @@ UNCLEAN = 1
 
 @runtime_checkable
 class LeaderElector(Protocol):
+    def is_controller(self) -> bool: ...
+
     async def elect_leaders(
         self, partitions: Sequence[TopicPartition], *, unclean: bool
     ) -> dict[TopicPartition, ErrorCode]: ...
@@ -47,6 +49,11 @@ def _requested(broker: Broker, request: ElectLeadersRequest) -> list[TopicPartit
 async def handle_elect_leaders(
     broker: Broker, header: RequestHeader, request: ElectLeadersRequest, version: int
 ) -> ElectLeadersResponse:
+    if isinstance(broker.metadata, LeaderElector) and not broker.metadata.is_controller():
+        # Elections are the controller's: clients send them where Metadata says it is.
+        asked = [(t.topic, p) for t in request.topic_partitions or () for p in t.partitions]
+        not_controller = dict.fromkeys(asked, ErrorCode.NOT_CONTROLLER)
+        return _response(not_controller, version, ErrorCode.NOT_CONTROLLER)
     unclean = version >= 1 and request.election_type == UNCLEAN
     results: dict[TopicPartition, ErrorCode] = {}
     known: list[TopicPartition] = []
@@ -62,6 +69,12 @@ async def handle_elect_leaders(
         results.update(await broker.metadata.elect_leaders(known, unclean=unclean))
     else:
         results.update(dict.fromkeys(known, ErrorCode.ELECTION_NOT_NEEDED))
+    return _response(results, version)
+
+
+def _response(
+    results: dict[TopicPartition, ErrorCode], version: int, error: ErrorCode = ErrorCode.NONE
+) -> ElectLeadersResponse:
     by_topic: dict[str, list[PartitionResult]] = {}
     for (topic, index), code in results.items():
         by_topic.setdefault(topic, []).append(
@@ -72,7 +85,8 @@ async def handle_elect_leaders(
             )
         )
     return ElectLeadersResponse(
+        error_code=error if version >= 1 else ErrorCode.NONE,  # a top-level error from v1
         replica_election_results=[
             ReplicaElectionResult(topic=t, partition_result=r) for t, r in by_topic.items()
-        ]
+        ],
     )

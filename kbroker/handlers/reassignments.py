@@ -37,6 +37,8 @@ TopicPartition = tuple[str, int]
 
 @runtime_checkable
 class Reassigner(Protocol):
+    def is_controller(self) -> bool: ...
+
     async def alter_reassignments(
         self, targets: Mapping[TopicPartition, Sequence[int] | None]
     ) -> dict[TopicPartition, KafkaError | None]: ...
@@ -72,6 +74,11 @@ async def handle_alter_partition_reassignments(
         (t.name, p.partition_index): p.replicas for t in request.topics for p in t.partitions
     }
     if isinstance(broker.metadata, Reassigner):
+        if not broker.metadata.is_controller():
+            # Reassignments are the controller's (KIP-455): clients send them there.
+            return AlterPartitionReassignmentsResponse(
+                error_code=ErrorCode.NOT_CONTROLLER, error_message=None, responses=[]
+            )
         results = await broker.metadata.alter_reassignments(targets)
     else:
         results = _single_node(broker, targets)
@@ -100,6 +107,10 @@ async def handle_list_partition_reassignments(
     )
     moving: dict[TopicPartition, Reassignment] = {}
     if isinstance(broker.metadata, Reassigner):
+        if not broker.metadata.is_controller():
+            return ListPartitionReassignmentsResponse(
+                error_code=ErrorCode.NOT_CONTROLLER, error_message=None, topics=[]
+            )
         moving = broker.metadata.list_reassignments(wanted)
     by_topic: dict[str, list[OngoingPartitionReassignment]] = {}
     for (topic, index), state in sorted(moving.items()):

@@ -226,19 +226,23 @@ def reassign(cluster: LocalCluster, topic: str, replicas: list[int] | None) -> i
             )
         ]
     )
-    response = asyncio.run(_call(cluster, ApiKey.ALTER_PARTITION_REASSIGNMENTS, request))
+    response = asyncio.run(call(cluster, ApiKey.ALTER_PARTITION_REASSIGNMENTS, request))
     return int(response.responses[0].partitions[0].error_code)
 
 
 def reassignments(cluster: LocalCluster) -> dict[tuple[str, int], list[int]]:
     """ListPartitionReassignments: partition -> replicas while moving."""
     request = ListPartitionReassignmentsRequest(topics=None)
-    response = asyncio.run(_call(cluster, ApiKey.LIST_PARTITION_REASSIGNMENTS, request))
+    response = asyncio.run(call(cluster, ApiKey.LIST_PARTITION_REASSIGNMENTS, request))
     return {(t.name, p.partition_index): p.replicas for t in response.topics for p in t.partitions}
 
 
-async def _call(cluster: LocalCluster, api_key: int, request: object) -> Any:
-    broker = next(b for b in cluster.brokers.values() if b.running())
+async def call(
+    cluster: LocalCluster, api_key: int, request: object, broker_id: int | None = None
+) -> Any:
+    """Send ``request`` to ``broker_id``; by default to the controller, where clients send
+    controller requests (reassignments, elections)."""
+    broker = cluster.brokers[controller_id(cluster) if broker_id is None else broker_id]
     connection = await BrokerConnection.open((broker.host, broker.port), "cluster-test")
     try:
         response, _ = await connection.request(api_key, request)

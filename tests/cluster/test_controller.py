@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 from confluent_kafka import ElectionType, TopicPartition
 from helpers import (
     admin,
+    call,
     controller_id,
     create_topic,
     full_isr,
@@ -19,7 +21,14 @@ from helpers import (
 )
 from local_cluster import LocalCluster
 
+from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
+from wire.messages.alter_partition_reassignments_request import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+from wire.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions
 
 pytestmark = pytest.mark.slow
 
@@ -113,3 +122,24 @@ def test_broker_whose_session_expired_registers_again(cluster: LocalCluster) -> 
 def _all_led_by_others_one(cluster: LocalCluster, topic: str, gone: int) -> bool:
     view = partition_view(cluster, topic)
     return view is not None and view.leader not in (-1, gone)
+
+
+def test_only_the_controller_elects_and_reassigns(cluster: LocalCluster) -> None:
+    topic = "controller-only"
+    create_topic(cluster, topic)
+    other = next(b for b in cluster.brokers if b != controller_id(cluster))
+    elect = ElectLeadersRequest(topic_partitions=[TopicPartitions(topic=topic, partitions=[0])])
+    response = asyncio.run(call(cluster, ApiKey.ELECT_LEADERS, elect, other))
+    assert response.error_code == ErrorCode.NOT_CONTROLLER
+    move = AlterPartitionReassignmentsRequest(
+        topics=[
+            ReassignableTopic(
+                name=topic, partitions=[ReassignablePartition(partition_index=0, replicas=[1, 2])]
+            )
+        ]
+    )
+    response = asyncio.run(call(cluster, ApiKey.ALTER_PARTITION_REASSIGNMENTS, move, other))
+    assert response.error_code == ErrorCode.NOT_CONTROLLER
+    # The controller itself answers.
+    response = asyncio.run(call(cluster, ApiKey.ELECT_LEADERS, elect))
+    assert response.error_code == ErrorCode.NONE

@@ -55,9 +55,13 @@ async def test_embedded_partitions_never_need_an_election(tmp_path: Path) -> Non
 class Electing:
     """A backend that elects: wraps the embedded one and records the calls."""
 
-    def __init__(self, inner: EmbeddedMetadata) -> None:
+    def __init__(self, inner: EmbeddedMetadata, *, controller: bool = True) -> None:
         self.inner = inner
+        self.controller = controller
         self.calls: list[tuple[list[tuple[str, int]], bool]] = []
+
+    def is_controller(self) -> bool:
+        return self.controller
 
     def topic(self, name: str) -> Any:
         return self.inner.topic(name)
@@ -82,3 +86,13 @@ async def test_null_topics_mean_every_partition_and_the_type_is_passed(tmp_path:
     # v0 has no election type: always preferred.
     await handle_elect_leaders(broker, HEADER, request, 0)  # type: ignore[arg-type]
     assert backend.calls[-1][1] is False
+
+
+async def test_a_broker_that_is_not_the_controller_refuses(tmp_path: Path) -> None:
+    backend = Electing(await embedded(tmp_path), controller=False)
+    broker = SimpleNamespace(metadata=backend)
+    request = ElectLeadersRequest(topic_partitions=[TopicPartitions(topic="t", partitions=[0])])
+    response = await handle_elect_leaders(broker, HEADER, request, 2)  # type: ignore[arg-type]
+    assert response.error_code == ErrorCode.NOT_CONTROLLER
+    assert codes(response) == {("t", 0): ErrorCode.NOT_CONTROLLER}
+    assert backend.calls == []

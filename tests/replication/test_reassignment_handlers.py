@@ -70,3 +70,36 @@ async def test_single_node_accepts_only_the_current_replicas(tmp_path: Path) -> 
         0,
     )
     assert listed.topics == []
+
+
+class NotController:
+    """A cluster backend on a broker that is not the controller."""
+
+    def is_controller(self) -> bool:
+        return False
+
+    async def alter_reassignments(self, targets: object) -> object:
+        raise AssertionError("only the controller reassigns")
+
+    def list_reassignments(self, partitions: object) -> object:
+        raise AssertionError("only the controller lists reassignments")
+
+
+async def test_a_broker_that_is_not_the_controller_refuses() -> None:
+    broker = SimpleNamespace(metadata=NotController())
+    request = AlterPartitionReassignmentsRequest(
+        topics=[
+            ReassignableTopic(
+                name="t", partitions=[ReassignablePartition(partition_index=0, replicas=[2])]
+            )
+        ]
+    )
+    response = await handle_alter_partition_reassignments(broker, HEADER, request, 0)  # type: ignore[arg-type]
+    assert response.error_code == ErrorCode.NOT_CONTROLLER and response.responses == []
+    listed = await handle_list_partition_reassignments(
+        broker,  # type: ignore[arg-type]
+        HEADER,
+        ListPartitionReassignmentsRequest(),
+        0,
+    )
+    assert listed.error_code == ErrorCode.NOT_CONTROLLER
