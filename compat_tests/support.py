@@ -5,6 +5,7 @@ import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -56,6 +57,23 @@ def compressible_value(i: int, size: int = 200) -> bytes:
 def base_timestamp_ms() -> int:
     """A whole-second CreateTime an hour in the past, clearly distinct from append time."""
     return (int(time.time()) - 3600) * 1000
+
+
+def round_trip_records(
+    codec: str, base_ms: int, timestamp_field: str, count: int = 200
+) -> list[dict[str, Any]]:
+    """Keyed records with headers and CreateTimes ``base_ms + i``, as keyword arguments of a
+    client's send call, whose timestamp argument ``timestamp_field`` names ("timestamp" in
+    confluent-kafka, "timestamp_ms" in kafka-python and aiokafka)."""
+    return [
+        {
+            "key": f"key-{i}".encode(),
+            "value": compressible_value(i),
+            "headers": [("idx", str(i).encode()), ("codec", codec.encode()), ("empty", b"")],
+            timestamp_field: base_ms + i,
+        }
+        for i in range(count)
+    ]
 
 
 def stored_batch_codecs(log_dir: Path, topic: str, partition: int) -> list[int]:

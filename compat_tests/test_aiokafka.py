@@ -26,7 +26,7 @@ from compat_tests.support import (
     OVER_LIMIT_VALUE_SIZE,
     assert_stored_codec,
     base_timestamp_ms,
-    compressible_value,
+    round_trip_records,
 )
 
 pytestmark = pytest.mark.timeout(90)
@@ -95,15 +95,7 @@ async def test_round_trip_preserves_keys_headers_timestamps(
 ) -> None:
     topic = create_topic()
     base = base_timestamp_ms()
-    records = [
-        {
-            "key": f"key-{i}".encode(),
-            "value": compressible_value(i),
-            "headers": [("idx", str(i).encode()), ("codec", codec.encode()), ("empty", b"")],
-            "timestamp_ms": base + i,
-        }
-        for i in range(200)
-    ]
+    records = round_trip_records(codec, base, "timestamp_ms")
     compression = None if codec == "none" else codec
     async with producer_for(bootstrap, compression_type=compression, linger_ms=50) as producer:
         meta = await produce_all(producer, topic, records)

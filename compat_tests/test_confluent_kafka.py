@@ -33,7 +33,7 @@ from compat_tests.support import (
     OVER_LIMIT_VALUE_SIZE,
     assert_stored_codec,
     base_timestamp_ms,
-    compressible_value,
+    round_trip_records,
 )
 
 pytestmark = pytest.mark.timeout(90)
@@ -110,15 +110,7 @@ def test_round_trip_preserves_keys_headers_timestamps(
 ) -> None:
     topic = create_topic()
     base = base_timestamp_ms()
-    records = [
-        {
-            "key": f"key-{i}".encode(),
-            "value": compressible_value(i),
-            "headers": [("idx", str(i).encode()), ("codec", codec.encode()), ("empty", b"")],
-            "timestamp": base + i,
-        }
-        for i in range(200)
-    ]
+    records = round_trip_records(codec, base, "timestamp")
     producer = make_producer(bootstrap, **{"compression.type": codec, "linger.ms": 50})
     delivered = produce_all(producer, topic, records)
     assert [m.offset() for m in delivered] == list(range(200))

@@ -27,8 +27,8 @@ from compat_tests.support import (
     OVER_LIMIT_VALUE_SIZE,
     assert_stored_codec,
     base_timestamp_ms,
-    compressible_value,
     require,
+    round_trip_records,
 )
 
 pytestmark = pytest.mark.timeout(90)
@@ -101,15 +101,7 @@ def test_round_trip_preserves_keys_headers_timestamps(
     )
     topic = create_topic()
     base = base_timestamp_ms()
-    records = [
-        {
-            "key": f"key-{i}".encode(),
-            "value": compressible_value(i),
-            "headers": [("idx", str(i).encode()), ("codec", codec.encode()), ("empty", b"")],
-            "timestamp_ms": base + i,
-        }
-        for i in range(200)
-    ]
+    records = round_trip_records(codec, base, "timestamp_ms")
     producer = make_producer(
         bootstrap, compression_type=None if codec == "none" else codec, linger_ms=50
     )
