@@ -13,8 +13,8 @@ INVALID_REQUEST, as Kafka answers them. ``validate_only`` checks without changin
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from controller.validation import validate_topic_name
 from kbroker.config import (
@@ -57,6 +57,12 @@ if TYPE_CHECKING:
 
 TOPIC = 2
 BROKER = 4
+
+# The two alter APIs' resource and per-resource response types.
+Resource = TypeVar("Resource", AlterConfigsResource, IncrementalResource)
+ResourceResponse = TypeVar(
+    "ResourceResponse", AlterConfigsResourceResponse, IncrementalResourceResponse
+)
 
 OP_SET = 0
 OP_DELETE = 1
@@ -190,10 +196,6 @@ def _non_null(configs: Mapping[str, str | None]) -> dict[str, str]:
     return {k: v for k, v in configs.items() if v is not None}
 
 
-def _duplicate_resources(resources: list[tuple[int, str]]) -> set[tuple[int, str]]:
-    return {key for key, count in Counter(resources).items() if count > 1}
-
-
 def _check_unique(
     resource: AlterConfigsResource | IncrementalResource, duplicates: set[tuple[int, str]]
 ) -> None:
@@ -205,32 +207,45 @@ def _check_unique(
         raise KafkaError(ErrorCode.INVALID_REQUEST, "A config is given more than once")
 
 
-async def handle_alter_configs(
-    broker: Broker, header: RequestHeader, request: AlterConfigsRequest, version: int
-) -> AlterConfigsResponse:
-    duplicates = _duplicate_resources(
-        [(r.resource_type, r.resource_name) for r in request.resources]
-    )
-    responses: list[AlterConfigsResourceResponse] = []
-    for resource in request.resources:
-        response = AlterConfigsResourceResponse(
+async def _alter_each(
+    resources: Sequence[Resource],
+    response_type: type[ResourceResponse],
+    alter: Callable[[Resource], Awaitable[None]],
+) -> list[ResourceResponse]:
+    """AlterConfigs and IncrementalAlterConfigs: each resource succeeds or fails alone."""
+    named = Counter((r.resource_type, r.resource_name) for r in resources)
+    duplicates = {key for key, count in named.items() if count > 1}
+    responses: list[ResourceResponse] = []
+    for resource in resources:
+        response = response_type(
             resource_type=resource.resource_type,
             resource_name=resource.resource_name,
             error_message=None,
         )
         try:
             _check_unique(resource, duplicates)
-            await _replace_configs(
-                broker,
-                resource.resource_type,
-                resource.resource_name,
-                {c.name: c.value for c in resource.configs},
-                request.validate_only,
-            )
+            await alter(resource)
         except KafkaError as e:
             response.error_code = e.code
             response.error_message = e.message
         responses.append(response)
+    return responses
+
+
+async def handle_alter_configs(
+    broker: Broker, header: RequestHeader, request: AlterConfigsRequest, version: int
+) -> AlterConfigsResponse:
+    async def replace(resource: AlterConfigsResource) -> None:
+        configs = {c.name: c.value for c in resource.configs}
+        await _replace_configs(
+            broker,
+            resource.resource_type,
+            resource.resource_name,
+            configs,
+            request.validate_only,
+        )
+
+    responses = await _alter_each(request.resources, AlterConfigsResourceResponse, replace)
     return AlterConfigsResponse(responses=responses)
 
 
@@ -349,27 +364,14 @@ async def _alter_incrementally(
 async def handle_incremental_alter_configs(
     broker: Broker, header: RequestHeader, request: IncrementalAlterConfigsRequest, version: int
 ) -> IncrementalAlterConfigsResponse:
-    duplicates = _duplicate_resources(
-        [(r.resource_type, r.resource_name) for r in request.resources]
-    )
-    responses: list[IncrementalResourceResponse] = []
-    for resource in request.resources:
-        response = IncrementalResourceResponse(
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-            error_message=None,
+    async def alter(resource: IncrementalResource) -> None:
+        await _alter_incrementally(
+            broker,
+            resource.resource_type,
+            resource.resource_name,
+            list(resource.configs),
+            request.validate_only,
         )
-        try:
-            _check_unique(resource, duplicates)
-            await _alter_incrementally(
-                broker,
-                resource.resource_type,
-                resource.resource_name,
-                list(resource.configs),
-                request.validate_only,
-            )
-        except KafkaError as e:
-            response.error_code = e.code
-            response.error_message = e.message
-        responses.append(response)
+
+    responses = await _alter_each(request.resources, IncrementalResourceResponse, alter)
     return IncrementalAlterConfigsResponse(responses=responses)
