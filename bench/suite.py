@@ -31,15 +31,17 @@ import statistics
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import throughput
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
+T = TypeVar("T")
 RESULTS = Path(__file__).resolve().parent / "results"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -181,17 +183,36 @@ def measure_throughput(
     return result
 
 
+def alternating(
+    brokers: list[BrokerUnderTest], repeat: int, measure: Callable[[BrokerUnderTest], T]
+) -> dict[str, list[T]]:
+    """``repeat`` measurements per broker, alternating brokers run by run so that all see
+    the same machine conditions."""
+    runs: dict[str, list[T]] = {broker.name: [] for broker in brokers}
+    for _ in range(repeat):
+        for broker in brokers:
+            runs[broker.name].append(measure(broker))
+    return runs
+
+
+def median_run(runs: list[dict[str, Any]], figure: str) -> dict[str, Any]:
+    """The run with the median ``figure``, whole (its other figures belong with it)."""
+    ordered = sorted(runs, key=lambda run: run[figure])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One figure per phase from repeated runs: the run with the median rate (so MB/s and
     seconds stay those of a real run), the median CPU per GB, the highest RSS."""
-    result: dict[str, Any] = {}
-    for phase in ("produce", "consume"):
-        ordered = sorted((run[phase] for run in runs), key=lambda p: p["msgs_per_s"])
-        result[phase] = ordered[(len(ordered) - 1) // 2]
+    result: dict[str, Any] = {
+        phase: median_run([run[phase] for run in runs], "msgs_per_s")
+        for phase in ("produce", "consume")
+    }
     cpu = [run["cpu_seconds_per_gb"] for run in runs if "cpu_seconds_per_gb" in run]
     if cpu:
         result["cpu_seconds_per_gb"] = statistics.median(cpu)
-    result["peak_rss_mb"] = max((run["peak_rss_mb"] or 0.0 for run in runs), default=None)
+    rss = [run["peak_rss_mb"] for run in runs if run["peak_rss_mb"] is not None]
+    result["peak_rss_mb"] = max(rss) if rss else None
     result["runs"] = runs
     return result
 
@@ -365,6 +386,8 @@ def main(argv: list[str] | None = None) -> None:
         running.append(BrokerUnderTest(name, address, None))
     if not names and not running:
         parser.error("nothing to measure")
+    if args.repeat < 1:
+        parser.error("--repeat takes a count of at least 1")
     names += [broker.name for broker in running]
     records = args.records or (200_000 if args.quick else 1_000_000)
     rates = [int(r) for r in args.rates.split(",")]
@@ -374,13 +397,10 @@ def main(argv: list[str] | None = None) -> None:
         brokers += running
         for config in matrix(args.quick):
             row: dict[str, Any] = {"config": config.label, **asdict(config)}
-            runs: dict[str, list[dict[str, Any]]] = {broker.name: [] for broker in brokers}
-            # Alternate brokers run by run, so both see the same machine conditions.
-            for _ in range(args.repeat):
-                for broker in brokers:
-                    runs[broker.name].append(
-                        measure_throughput(broker, config, records, args.client)
-                    )
+            measure = partial(
+                measure_throughput, config=config, records=records, client=args.client
+            )
+            runs = alternating(brokers, args.repeat, measure)
             for name, broker_runs in runs.items():
                 row[name] = median_of(broker_runs)
             doc["throughput"].append(row)
@@ -398,15 +418,11 @@ def main(argv: list[str] | None = None) -> None:
                     line += f" | {phase} ratio {ratio(mine, theirs)}"
             print(line, flush=True)
         for rate in rates:
-            tries: dict[str, list[dict[str, float]]] = {broker.name: [] for broker in brokers}
-            for _ in range(args.repeat):
-                for broker in brokers:
-                    tries[broker.name].append(measure_latency(broker, rate, args.latency_seconds))
+            measure_rate = partial(measure_latency, rate=rate, seconds=args.latency_seconds)
+            tries = alternating(brokers, args.repeat, measure_rate)
             for broker in brokers:
-                # The run with the median p99, whole (its other percentiles belong with it).
-                ordered = sorted(tries[broker.name], key=lambda run: run["p99_ms"])
-                result = ordered[(len(ordered) - 1) // 2]
-                doc["latency"].append({"broker": broker.name, **result, "runs": ordered})
+                result = median_run(tries[broker.name], "p99_ms")
+                doc["latency"].append({"broker": broker.name, **result, "runs": tries[broker.name]})
                 print(
                     f"latency {broker.name:<8} at {rate:>7,} msgs/s: p50 {result['p50_ms']:.2f} ms"
                     f"  p99 {result['p99_ms']:.2f} ms  p99.9 {result['p999_ms']:.2f} ms",
