@@ -41,6 +41,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
@@ -160,22 +161,43 @@ class ZkMetadata(TopicCache):
         """Register this broker with its advertised endpoints (after its listeners are up)
         and run for controller."""
         self._endpoints = tuple(endpoints)
-        await asyncio.to_thread(self._register)
+        await self._in_thread(self._register)
         await self.refresh()
 
     async def controlled_shutdown(self, timeout: float) -> None:
-        """Hand this broker's leaderships over before stopping (see the module docstring)."""
+        """Hand this broker's leaderships over before stopping (see the module docstring).
+
+        Everything here ends by `timeout` (Kafka's controlled-shutdown budget): without a
+        ZooKeeper session nobody can take the leaderships over, so the hand-over is skipped
+        and the broker goes on to stop cleanly rather than wait for ZooKeeper to return."""
         self._shutting_down = True
-        with contextlib.suppress(*ZK_ERRORS):
-            await asyncio.to_thread(self._zk.delete, zk_paths.broker_path(self._me))
-        if self._snapshot.controller == self._me:
-            with contextlib.suppress(*ZK_ERRORS):
-                await asyncio.to_thread(self._zk.delete, zk_paths.CONTROLLER)
-            self._controller_epoch = -1
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self._leads_with_others_in_sync():
+        if self._zk.state != KazooState.CONNECTED:
+            log.warning("controlled shutdown skipped: no ZooKeeper connection")
+            return
+        await self._delete_by(deadline, zk_paths.broker_path(self._me))
+        if self._snapshot.controller == self._me:
+            await self._delete_by(deadline, zk_paths.CONTROLLER)
+            self._controller_epoch = -1
+        while (
+            time.monotonic() < deadline
+            and self._zk.state == KazooState.CONNECTED
+            and self._leads_with_others_in_sync()
+        ):
             self._dirty.set()
             await asyncio.sleep(0.2)
+        if self._leads_with_others_in_sync():
+            log.warning("controlled shutdown: leaderships not handed over within %.1f s", timeout)
+
+    async def _delete_by(self, deadline: float, path: str) -> None:
+        """Delete a znode, giving up at `deadline`. kazoo's blocking calls wait for a
+        reconnection without limit, so this waits on the asynchronous call with a timeout;
+        a request still queued then is failed when `stop` closes the client."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        with contextlib.suppress(*ZK_ERRORS):
+            await asyncio.to_thread(self._zk.delete_async(path).get, True, remaining)
 
     def _leads_with_others_in_sync(self) -> bool:
         live = set(self._snapshot.brokers) - {self._me}
@@ -191,6 +213,10 @@ class ZkMetadata(TopicCache):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        # Stopping the client fails every request still waiting for a connection, which
+        # releases worker threads a cancelled refresh left blocked in a kazoo call (the
+        # event loop's executor is joined at exit). kazoo bounds the stop itself by
+        # max(10 s, session timeout).
         with contextlib.suppress(*ZK_ERRORS):
             await asyncio.to_thread(self._zk.stop)
         await asyncio.to_thread(self._zk.close)
@@ -385,16 +411,16 @@ class ZkMetadata(TopicCache):
     async def refresh(self) -> None:
         """Re-read ZooKeeper, publish changes, and act as controller if elected."""
         async with self._refresh_lock:
-            snapshot = await asyncio.to_thread(self._read)
+            snapshot = await self._in_thread(self._read)
             self._publish(snapshot)
             if self._endpoints and not self._shutting_down:
                 session = self._session_id()
                 # Without a session (connection lost) the state change will bring us back.
                 if session is not None and self._snapshot.sessions.get(self._me) != session:
-                    await asyncio.to_thread(self._register)
+                    await self._in_thread(self._register)
                     self._dirty.set()
                 if self._snapshot.controller == -1:
-                    await asyncio.to_thread(self._run_for_controller)
+                    await self._in_thread(self._run_for_controller)
                     self._dirty.set()
                 elif self._snapshot.controller != self._me:
                     self._controller_epoch = -1
@@ -413,6 +439,9 @@ class ZkMetadata(TopicCache):
         while True:
             await self._dirty.wait()
             self._dirty.clear()
+            if self._zk.state != KazooState.CONNECTED:
+                # Nothing to read; the reconnection's state change sets _dirty again.
+                continue
             try:
                 await self.refresh()
             except Exception as exc:
@@ -506,10 +535,10 @@ class ZkMetadata(TopicCache):
                 if snap.assignments[c.partition][0] in imbalanced
             ]
         if changes:
-            await asyncio.to_thread(self._write_states, changes)
+            await self._in_thread(self._write_states, changes)
             self._dirty.set()
         elif snap.moving:
-            await asyncio.to_thread(self._complete_reassignments, live)
+            await self._in_thread(self._complete_reassignments, live)
         self._known_czxids = dict(snap.czxids)
 
     def _complete_reassignments(self, live: set[int]) -> None:
@@ -695,11 +724,11 @@ class ZkMetadata(TopicCache):
             return None
         new = PartitionState(self._me, leader_epoch, tuple(isr), state.controller_epoch)
         try:
-            await asyncio.to_thread(
+            await self._in_thread(
                 self._zk.set,
                 zk_paths.state_path(topic, partition),
                 zk_paths.encode_state(new),
-                version=version,
+                version,
             )
         except (BadVersionError, NoNodeError):
             await self._refresh_after_write()
@@ -779,9 +808,21 @@ class ZkMetadata(TopicCache):
         await self._refresh_after_write()
         return self._topics.get(name, topic)
 
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run blocking ZooKeeper calls in a worker thread, only while connected.
+
+        kazoo queues a request made without a connection until one returns, without a
+        time limit, which would hold a worker thread and the awaiting task (rule 5 of
+        DESIGN.md). Requests in flight when a connection drops fail with ConnectionLoss,
+        so checking first bounds every call but those racing a disconnection, which
+        `stop` releases."""
+        if self._zk.state != KazooState.CONNECTED:
+            raise ConnectionLoss("no ZooKeeper connection")
+        return await asyncio.to_thread(fn, *args)
+
     async def _zk_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
-            return await asyncio.to_thread(fn, *args)
+            return await self._in_thread(fn, *args)
         except ZK_ERRORS as exc:
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"zookeeper: {exc!r}") from exc
 

@@ -7,11 +7,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooState
 from kazoo.handlers.threading import KazooTimeoutError
 
 from controller import zk_backend
 from controller.zk_backend import ZkMetadata
 from kbroker.config import BrokerConfig
+from wire.errors import ErrorCode, KafkaError
 
 
 def _backend(tmp_path: Path) -> ZkMetadata:
@@ -35,6 +37,7 @@ async def test_refresh_loop_survives_a_timeout_and_a_bug(
         recovered.set()
 
     monkeypatch.setattr(backend, "refresh", refresh)
+    monkeypatch.setattr(backend._zk, "state", KazooState.CONNECTED)
     loop_task = asyncio.create_task(backend._refresh_on_change())
     backend._dirty.set()
     try:
@@ -42,6 +45,36 @@ async def test_refresh_loop_survives_a_timeout_and_a_bug(
     finally:
         loop_task.cancel()
     assert not failures
+
+
+async def test_no_refresh_while_disconnected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a connection a refresh could only fail (or, before, block a worker thread
+    until ZooKeeper returned): the loop waits for the reconnection's state change."""
+    backend = _backend(tmp_path)
+    refreshes: list[None] = []
+
+    async def refresh() -> None:
+        refreshes.append(None)
+
+    monkeypatch.setattr(backend, "refresh", refresh)
+    loop_task = asyncio.create_task(backend._refresh_on_change())
+    backend._dirty.set()
+    await asyncio.sleep(0.2)
+    assert refreshes == []
+    monkeypatch.setattr(backend._zk, "state", KazooState.CONNECTED)
+    backend._dirty.set()
+    await asyncio.sleep(0.2)
+    loop_task.cancel()
+    assert refreshes == [None]
+
+
+async def test_zookeeper_calls_refused_while_disconnected(tmp_path: Path) -> None:
+    backend = _backend(tmp_path)
+    with pytest.raises(KafkaError) as refused:
+        await backend._zk_call(lambda: None)
+    assert refused.value.code == ErrorCode.REQUEST_TIMED_OUT
 
 
 def test_no_session_id_while_disconnected(tmp_path: Path) -> None:
