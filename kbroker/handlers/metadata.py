@@ -25,32 +25,49 @@ from wire.messages.request_header import RequestHeader
 if TYPE_CHECKING:
     from kbroker.broker import Broker
 
+NO_LEADER = -1
 
-def topic_metadata(topic: TopicInfo) -> MetadataResponseTopic:
+
+def topic_metadata(topic: TopicInfo, live: frozenset[int]) -> MetadataResponseTopic:
+    """A topic as the client sees it, checked against the broker list of the same answer.
+
+    The ZooKeeper backend reads brokers and partition states in separate reads, so the
+    states may still name a broker whose registration is already gone (the controller has
+    not moved its leaderships or shrunk the ISRs yet). Kafka's brokers never show that:
+    their controller sends the broker list and the states in one UpdateMetadata. So a
+    leader that is not live is answered as LEADER_NOT_AVAILABLE (as Kafka's metadata cache
+    does) and the ISR keeps only live brokers.
+    """
+    partitions = []
+    for p in topic.partitions:
+        leader = p.leader if p.leader in live else NO_LEADER
+        isr = p.isr if live.issuperset(p.isr) else tuple(r for r in p.isr if r in live)
+        partitions.append(
+            MetadataResponsePartition(
+                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=p.partition,
+                leader_id=leader,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=list(p.replicas),
+                isr_nodes=list(isr),
+                offline_replicas=[r for r in p.replicas if r not in live],
+            )
+        )
     return MetadataResponseTopic(
         error_code=ErrorCode.NONE,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.internal,
-        partitions=[
-            MetadataResponsePartition(
-                error_code=ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-                partition_index=p.partition,
-                leader_id=p.leader,
-                leader_epoch=p.leader_epoch,
-                replica_nodes=list(p.replicas),
-                isr_nodes=list(p.isr),
-                offline_replicas=list(p.offline_replicas),
-            )
-            for p in topic.partitions
-        ],
+        partitions=partitions,
     )
 
 
-async def _named_topic(broker: Broker, name: str, auto_create: bool) -> MetadataResponseTopic:
+async def _named_topic(
+    broker: Broker, name: str, auto_create: bool, live: frozenset[int]
+) -> MetadataResponseTopic:
     topic = broker.metadata.topic(name)
     if topic is not None:
-        return topic_metadata(topic)
+        return topic_metadata(topic, live)
     if not auto_create:
         error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         try:
@@ -68,9 +85,9 @@ async def _named_topic(broker: Broker, name: str, auto_create: bool) -> Metadata
             # Created by a concurrent request between the lookup and here.
             existing = broker.metadata.topic(name)
             if existing is not None:
-                return topic_metadata(existing)
+                return topic_metadata(existing, live)
         return MetadataResponseTopic(error_code=exc.code, name=name)
-    return topic_metadata(topic)
+    return topic_metadata(topic, live)
 
 
 async def handle_metadata(
@@ -81,9 +98,13 @@ async def handle_metadata(
     auto_create = broker.config.auto_create_topics_enable and (
         version < 4 or request.allow_auto_topic_creation
     )
+    # One broker list for the whole answer, taken before any await (auto-creation): the
+    # topics are checked against it.
+    live = frozenset(b.broker_id for b in broker.metadata.brokers())
+    listed = client_brokers(broker)
     topics: list[MetadataResponseTopic] = []
     if all_topics:
-        topics = [topic_metadata(t) for t in broker.metadata.topics().values()]
+        topics = [topic_metadata(t, live) for t in broker.metadata.topics().values()]
     else:
         for wanted in request.topics or ():
             if wanted.name is None:
@@ -98,13 +119,13 @@ async def handle_metadata(
                         )
                     )
                 else:
-                    topics.append(topic_metadata(by_id))
+                    topics.append(topic_metadata(by_id, live))
                 continue
-            topics.append(await _named_topic(broker, wanted.name, auto_create))
+            topics.append(await _named_topic(broker, wanted.name, auto_create, live))
     return MetadataResponse(
         brokers=[
             MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-            for b in client_brokers(broker)
+            for b in listed
         ],
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.metadata.controller_id(),
