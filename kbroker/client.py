@@ -200,8 +200,12 @@ class KafkaClient:
             await self.metadata([])
         return await self.connection(self.brokers[node_id])
 
-    async def metadata(self, topics: list[str] | None) -> MetadataResponse:
-        """Metadata of ``topics`` (None: all topics); also refreshes the broker list."""
+    async def metadata(
+        self, topics: list[str] | None, *, allow_auto_topic_creation: bool = False
+    ) -> MetadataResponse:
+        """Metadata of ``topics`` (None: all topics); also refreshes the broker list. With
+        ``allow_auto_topic_creation`` the broker may create missing topics (v4+; before,
+        only its auto.create.topics.enable decides)."""
         connection = await self.any_connection()
         version = connection.version(ApiKey.METADATA)
         request = MetadataRequest(
@@ -209,8 +213,7 @@ class KafkaClient:
             topics=None
             if topics is None and version >= 1
             else [MetadataRequestTopic(name=t) for t in topics or []],
-            # Only v4+ carries the flag; before, the broker's auto.create.topics.enable decides.
-            allow_auto_topic_creation=version < 4,
+            allow_auto_topic_creation=allow_auto_topic_creation or version < 4,
         )
         response = await connection.call(ApiKey.METADATA, version, request)
         assert isinstance(response, MetadataResponse)

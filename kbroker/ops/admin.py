@@ -48,6 +48,8 @@ SOURCE_TOPIC_OVERRIDE = 1
 FETCH_MAX_VERSION = 12
 # Produce v3 is the first to carry v2 record batches.
 PRODUCE_MIN_VERSION = 3
+# How long the console producer waits for an auto-created topic's leaders to be elected.
+LEADER_WAIT_SECONDS = 10.0
 ADMIN_TIMEOUT_MS = 30_000
 
 
@@ -304,12 +306,24 @@ async def describe_cluster(client: KafkaClient) -> ClusterDescription:
     )
 
 
-async def leaders(client: KafkaClient, topic: str) -> dict[int, int]:
-    """Partition -> leader broker id of ``topic``."""
-    response = await client.metadata([topic])
-    if not response.topics:
-        raise OpsError(f"topic {topic!r}: no metadata")
-    entry = response.topics[0]
+async def leaders(client: KafkaClient, topic: str, *, create: bool = False) -> dict[int, int]:
+    """Partition -> leader broker id of ``topic``.
+
+    With ``create`` a missing topic is created by the broker's auto-creation (Metadata with
+    allow_auto_topic_creation, as Kafka's console producer and kcat ask), and the leaders,
+    elected after the creation, are waited for up to LEADER_WAIT_SECONDS."""
+    deadline = time.monotonic() + LEADER_WAIT_SECONDS
+    while True:
+        response = await client.metadata([topic], allow_auto_topic_creation=create)
+        if not response.topics:
+            raise OpsError(f"topic {topic!r}: no metadata")
+        entry = response.topics[0]
+        electing = entry.error_code == ErrorCode.LEADER_NOT_AVAILABLE or (
+            entry.error_code == ErrorCode.NONE and any(p.leader_id < 0 for p in entry.partitions)
+        )
+        if not (create and electing and time.monotonic() < deadline):
+            break
+        await asyncio.sleep(0.2)
     _check(entry.error_code, None, f"topic {topic!r}")
     return {p.partition_index: p.leader_id for p in entry.partitions}
 

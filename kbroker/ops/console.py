@@ -81,7 +81,7 @@ async def run_producer(
     client: KafkaClient, options: ProducerOptions, source: TextIO, progress: Progress
 ) -> dict[int, tuple[int, int]]:
     """Send every line of ``source``; returns partition -> (first offset, record count)."""
-    partition_leaders = await leaders(client, options.topic)
+    partition_leaders = await leaders(client, options.topic, create=True)
     partitions = sorted(partition_leaders)
     if options.partition is not None and options.partition not in partition_leaders:
         raise OpsError(f"topic {options.topic!r} has no partition {options.partition}")
@@ -238,7 +238,7 @@ async def run_consumer(
     returns the number printed. ``options.positions`` holds the next offsets at the end."""
     if options.group is not None and (options.partitions or options.offset is not None):
         raise OpsError("--group assigns partitions itself: drop --partition and --offset")
-    partition_leaders = await leaders(client, options.topic)
+    partition_leaders = await leaders(client, options.topic, create=True)
     missing = [p for p in options.partitions if p not in partition_leaders]
     if missing:
         raise OpsError(f"topic {options.topic!r} has no partition {missing[0]}")
@@ -277,7 +277,7 @@ async def run_consumer(
                     if not exc.retriable:
                         raise
                     await asyncio.sleep(0.5)
-                    partition_leaders = await leaders(client, options.topic)
+                    partition_leaders = await leaders(client, options.topic, create=True)
                     continue
                 for partition, result in sorted(results.items()):
                     for record in result.records:

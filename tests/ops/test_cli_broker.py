@@ -160,11 +160,25 @@ def test_consumer_group_resumes_where_it_committed(ops_broker: OpsBroker, cli: C
     assert second.out == "c\n", second.err
 
 
+def test_console_producer_asks_for_a_missing_topic(ops_broker: OpsBroker, cli: Cli) -> None:
+    """Like Kafka's console producer and kcat, a missing topic is auto-created by the broker
+    (auto.create.topics.enable, on by default) instead of refused."""
+    b = ("--bootstrap-server", ops_broker.bootstrap)
+    assert "ops-auto" not in cli("topics", "list", *b).out.split()
+    produced = cli("console-producer", *b, "--topic", "ops-auto", stdin="x\n")
+    assert produced.code == 0, produced.err
+    assert "ops-auto" in cli("topics", "list", *b).out.split()
+    consumed = cli(
+        "console-consumer", *b, "--topic", "ops-auto", "--from-beginning", "--max-messages", "1"
+    )
+    assert consumed.out == "x\n", consumed.err
+
+
 def test_errors_exit_non_zero_with_a_message(ops_broker: OpsBroker, cli: Cli) -> None:
     b = ("--bootstrap-server", ops_broker.bootstrap)
-    produced = cli("console-producer", *b, "--topic", "ops-none", stdin="x\n")
+    produced = cli("console-producer", *b, "--topic", "ops/none", stdin="x\n")
     assert produced.code == 1
-    assert "kbroker: error: topic 'ops-none': UNKNOWN_TOPIC_OR_PARTITION" in produced.err
+    assert "kbroker: error: topic 'ops/none': INVALID_TOPIC_EXCEPTION" in produced.err
     bad = cli("topics", "list", "--bootstrap-server", "no-port")
     assert bad.code == 1
     assert "expected HOST:PORT" in bad.err
