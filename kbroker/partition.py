@@ -60,6 +60,14 @@ class Partition:
     def high_watermark(self) -> int:
         return self._leader.high_watermark if self._leader is not None else self._high_watermark
 
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: below it every transaction is decided (KIP-98); min(first offset of the
+        open or not yet replicated transactions, high watermark)."""
+        hw = self.high_watermark
+        first = self.log.producers.first_unstable_offset(hw)
+        return hw if first is None else min(first, hw)
+
     # Role changes ----------------------------------------------------------------------
 
     def make_leader(

@@ -54,7 +54,7 @@ from kbroker.producer_state import (
     ProducerStateManager,
     last_sequence,
 )
-from wire.errors import ErrorCode, KafkaError
+from wire.errors import DecodeError, ErrorCode, KafkaError
 from wire.records.batch import (
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
@@ -63,6 +63,7 @@ from wire.records.batch import (
     set_max_timestamp_log_append,
     set_partition_leader_epoch,
 )
+from wire.records.control import read_end_txn_marker
 from wire.records.record import decode_batch
 
 log = logging.getLogger(__name__)
@@ -82,8 +83,15 @@ class AppendResult:
     duplicate: bool = False
 
 
-def producer_batch(header: BatchHeader) -> ProducerBatch:
-    """The producer-state view of a batch header (offsets as in the header)."""
+def producer_batch(header: BatchHeader, data: bytes | bytearray | memoryview) -> ProducerBatch:
+    """The producer-state view of a batch (offsets as in the header); `data` holds the batch
+    bytes, decoded only for a control batch's transaction marker."""
+    marker = None
+    if header.is_control:
+        try:
+            marker = read_end_txn_marker(data)
+        except (KafkaError, DecodeError) as exc:
+            log.warning("unreadable control batch at offset %d: %s", header.base_offset, exc)
     return ProducerBatch(
         producer_id=header.producer_id,
         producer_epoch=header.producer_epoch,
@@ -93,6 +101,8 @@ def producer_batch(header: BatchHeader) -> ProducerBatch:
         last_offset=header.last_offset,
         timestamp=header.max_timestamp,
         is_control=header.is_control,
+        is_transactional=header.is_transactional,
+        marker=marker,
     )
 
 
@@ -223,9 +233,10 @@ class PartitionLog:
             if segment.next_offset <= offset:
                 continue
             _, position = segment.index.lookup(offset)
-            for _, header in segment.batches_from(position, chunk=1 << 20):
+            for pos, header in segment.batches_from(position, chunk=1 << 20):
                 if header.base_offset >= offset and header.has_producer_id:
-                    yield producer_batch(header)
+                    data = segment.read_batch(pos, header) if header.is_control else b""
+                    yield producer_batch(header, data)
 
     # Properties ------------------------------------------------------------------------
 
@@ -279,7 +290,13 @@ class PartitionLog:
         for _, header in parsed:
             planned.append(header._replace(base_offset=next_offset))
             next_offset += header.last_offset_delta + 1
-        checked = self.producers.prepare([producer_batch(h) for h in planned if h.has_producer_id])
+        checked = self.producers.prepare(
+            [
+                producer_batch(h, memoryview(batches)[pos : pos + h.size])
+                for (pos, _), h in zip(parsed, planned, strict=True)
+                if h.has_producer_id
+            ]
+        )
         if isinstance(checked, BatchMetadata):
             return AppendResult(
                 checked.first_offset, checked.last_offset, -1, self.log_start_offset, True
@@ -323,7 +340,10 @@ class PartitionLog:
         self._append(batches, headers, [pos for pos, _ in parsed])
         for header in headers:
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-        self.producers.replay(producer_batch(h) for h in headers if h.has_producer_id)
+        view = memoryview(batches)
+        self.producers.replay(
+            producer_batch(h, view[pos : pos + h.size]) for pos, h in parsed if h.has_producer_id
+        )
         self._maybe_flush_messages()
         return AppendResult(
             headers[0].base_offset, headers[-1].last_offset, -1, self.log_start_offset
