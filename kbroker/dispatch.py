@@ -30,6 +30,7 @@ from kbroker.handlers import (
     offsets,
     produce,
     reassignments,
+    write_txn_markers,
 )
 from kbroker.logfmt import fields
 from kbroker.metrics import RequestMetrics
@@ -83,6 +84,9 @@ HANDLERS.update(
     }
 )
 
+
+# Transactions: the partition side (markers written by the transaction coordinator).
+HANDLERS[ApiKey.WRITE_TXN_MARKERS] = write_txn_markers.handle_write_txn_markers
 
 # Cluster operations (replication, controller/).
 HANDLERS.update(

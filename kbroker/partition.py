@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from kbroker.log.partition_log import AppendResult, PartitionLog
 from replication.isr import LeaderIsr
 from wire.errors import ErrorCode, KafkaError
+from wire.records.control import EndTxnMarker, end_txn_marker_batch
 
 NO_LEADER = -1
 
@@ -143,6 +144,15 @@ class Partition:
             self.on_change(self.key)
             self._advance_high_watermark()
         return result
+
+    def append_marker(
+        self, marker: EndTxnMarker, *, producer_id: int, producer_epoch: int, now_ms: int
+    ) -> AppendResult:
+        """Append the control batch ending `producer_id`'s transaction (WriteTxnMarkers)."""
+        batch = end_txn_marker_batch(
+            marker, producer_id=producer_id, producer_epoch=producer_epoch, timestamp=now_ms
+        )
+        return self.append(bytearray(batch), log_append_time_ms=None)
 
     def on_follower_fetch(self, replica: int, fetch_offset: int, now_ms: float) -> None:
         leader = self._require_leader()

@@ -8,8 +8,16 @@ from tests.server.conftest import RawClient
 from tests.server.test_data_path import create_topic, records
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
+from wire.messages.api_versions_request import ApiVersionsRequest
+from wire.messages.api_versions_response import ApiVersionsResponse
 from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from wire.messages.produce_response import ProduceResponse
+from wire.messages.write_txn_markers_request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
+from wire.messages.write_txn_markers_response import WriteTxnMarkersResponse
 from wire.records.record import build_batch
 
 PID = 4000
@@ -68,3 +76,89 @@ async def test_open_transaction_holds_the_last_stable_offset(
     assert (await produce_txn(client, "t", txn_batch(5, 1, seq=0, epoch=1)))[0] == ErrorCode.NONE
     older = txn_batch(6, 1, seq=1, epoch=0)
     assert (await produce_txn(client, "t", older))[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+async def write_markers(
+    client: RawClient,
+    topic: str,
+    partitions: list[int],
+    *,
+    commit: bool,
+    epoch: int = 0,
+    coordinator_epoch: int = 0,
+    pid: int = PID,
+    version: int = 1,
+) -> dict[int, int]:
+    """partition -> error code of a WriteTxnMarkers with one marker."""
+    request = WriteTxnMarkersRequest(
+        markers=[
+            WritableTxnMarker(
+                producer_id=pid,
+                producer_epoch=epoch,
+                transaction_result=commit,
+                coordinator_epoch=coordinator_epoch,
+                topics=[WritableTxnMarkerTopic(name=topic, partition_indexes=partitions)],
+            )
+        ]
+    )
+    response = await client.call(ApiKey.WRITE_TXN_MARKERS, version, request)
+    assert isinstance(response, WriteTxnMarkersResponse)
+    [result] = response.markers
+    assert result.producer_id == pid and [t.name for t in result.topics] == [topic]
+    return {p.partition_index: p.error_code for p in result.topics[0].partitions}
+
+
+async def test_write_txn_markers_is_advertised(broker: Broker, client: RawClient) -> None:
+    response = await client.call(ApiKey.API_VERSIONS, 3, ApiVersionsRequest())
+    assert isinstance(response, ApiVersionsResponse)
+    versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert versions[ApiKey.WRITE_TXN_MARKERS] == (0, 1)
+
+
+async def test_markers_end_transactions_at_every_version(broker: Broker, client: RawClient) -> None:
+    await create_topic(client, "t", partitions=2)
+    partition = broker.partition("t", 0)
+    assert partition is not None
+    seq = 0
+    for version in (0, 1):
+        for commit in (True, False):
+            start = partition.log.log_end_offset
+            await produce_txn(client, "t", txn_batch(0, 2, seq=seq))
+            seq += 2
+            assert partition.last_stable_offset == start
+            errors = await write_markers(client, "t", [0, 7], commit=commit, version=version)
+            assert errors == {0: ErrorCode.NONE, 7: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+            assert partition.log.log_end_offset == start + 3
+            assert partition.last_stable_offset == partition.high_watermark == start + 3
+    headers = [h for s in partition.log.segments() for _, h in s.batches_from(0)]
+    assert [h.is_control for h in headers] == [False, True] * 4
+    assert all(h.producer_id == PID and h.is_transactional for h in headers)
+    assert await write_markers(client, "nope", [0], commit=True) == {
+        0: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    }
+
+
+async def test_marker_for_a_partition_without_transaction_is_written(
+    broker: Broker, client: RawClient
+) -> None:
+    await create_topic(client, "t", partitions=2)
+    assert await write_markers(client, "t", [1], commit=False) == {1: ErrorCode.NONE}
+    partition = broker.partition("t", 1)
+    assert partition is not None and partition.log.log_end_offset == 1
+
+
+async def test_stale_markers_are_refused(broker: Broker, client: RawClient) -> None:
+    await create_topic(client, "t")
+    await produce_txn(client, "t", txn_batch(0, 1, seq=0, epoch=3))
+    assert await write_markers(client, "t", [0], commit=True, epoch=3, coordinator_epoch=5) == {
+        0: ErrorCode.NONE
+    }
+    await produce_txn(client, "t", txn_batch(1, 1, seq=1, epoch=3))
+    assert await write_markers(client, "t", [0], commit=True, epoch=2, coordinator_epoch=5) == {
+        0: ErrorCode.INVALID_PRODUCER_EPOCH
+    }
+    assert await write_markers(client, "t", [0], commit=True, epoch=3, coordinator_epoch=4) == {
+        0: ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    }
+    partition = broker.partition("t", 0)
+    assert partition is not None and partition.last_stable_offset == 2
