@@ -51,8 +51,17 @@ from kbroker.log.log_manager import LogManager, TopicPartition, read_offset_chec
 from kbroker.log.log_manager import write_offset_checkpoint as write_checkpoint
 from kbroker.log.offset_index import OffsetIndex
 from kbroker.log.partition_log import PartitionLog
-from kbroker.log.segment import CLEANED_SUFFIX, INT32_MAX, SCAN_CHUNK, LogSegment, scan_batches
+from kbroker.log.segment import (
+    CLEANED_SUFFIX,
+    INT32_MAX,
+    SCAN_CHUNK,
+    LogSegment,
+    scan_batches,
+    txn_index_path,
+)
 from kbroker.log.time_index import TimeIndex
+from kbroker.log.txn_index import TxnIndex
+from kbroker.producer_state import AbortedTxn
 from wire.records.batch import BatchHeader, read_header
 from wire.records.record import decode_batch
 
@@ -133,6 +142,7 @@ class SegmentRef:
     end_offset: int  # the next segment's base offset
     size: int
     path: Path
+    aborted: tuple[AbortedTxn, ...]  # its aborted-transaction index
 
 
 @dataclass
@@ -273,7 +283,14 @@ class LogCleaner:
                 and now_ms - segment.largest_timestamp < config.min_compaction_lag_ms
             ):
                 break
-            ref = SegmentRef(segment, segment.base_offset, end, segment.size, segment.log_path)
+            ref = SegmentRef(
+                segment,
+                segment.base_offset,
+                end,
+                segment.size,
+                segment.log_path,
+                tuple(segment.txn_index.entries()),
+            )
             refs.append(ref)
         if not refs:
             return None
@@ -438,6 +455,9 @@ class LogCleaner:
         os.utime(log_path, ns=(input_max_ts * 1_000_000, input_max_ts * 1_000_000))
         OffsetIndex(index_path, base, plan.index_bytes).replace(out.index_entries)
         TimeIndex(time_path, base, plan.index_bytes).replace(out.final_time_entries())
+        txn_path = txn_index_path(directory, base, CLEANED_SUFFIX)
+        result.cleaned_files.append(txn_path)
+        TxnIndex(txn_path).replace([entry for ref in group for entry in ref.aborted])
         fsync_dir(directory)
 
     # Installing (event loop thread) -----------------------------------------------------

@@ -3,6 +3,7 @@
 Directory contents (formats in the modules named):
 - `<20-digit base offset>.log`, `.index`, `.timeindex` per segment (segment.py,
   offset_index.py, time_index.py), ordered by base offset; the last one is the active segment;
+- `<20-digit base offset>.txnindex` for segments holding abort markers (txn_index.py);
 - `leader-epoch-checkpoint` (leader_epochs.py);
 - `<20-digit offset>.snapshot` producer state snapshots (producer_snapshot.py);
 - `*.tmp` files are unfinished atomic replacements; they are deleted on open;
@@ -11,6 +12,14 @@ Directory contents (formats in the modules named):
 The log start offset is held in memory and checkpointed by the LogManager (Kafka's
 `log-start-offset-checkpoint`); without a checkpoint it is the first segment's base offset.
 So is the recovery point (`recovery-point-offset-checkpoint`): every byte below it is fsynced.
+
+Transactions (KIP-98): the producer state (producer_state.py) follows every appended batch,
+markers included; an abort marker adds an entry to the aborted-transaction index of the
+segment it lands in, on the leader and on followers alike. A segment scanned by recovery gets
+its aborted-transaction index rebuilt: the producer state is replayed from the newest
+snapshot at or below the first scanned segment, and the aborted transactions whose markers
+lie in scanned segments are written again (a lone `.txnindex` missing from a segment that
+needed no recovery cannot be told from one that never had an abort, as in Kafka).
 
 Segments leave the log (retention, DeleteRecords, truncation, replacement by a cleaned
 segment) by a rename to `<name>.deleted`; the files are unlinked file.delete.delay.ms later
@@ -44,11 +53,13 @@ from kbroker.log.segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIMEINDEX_SUFFIX,
+    TXNINDEX_SUFFIX,
     LazySegment,
     LogSegment,
 )
 from kbroker.log.swap import install_cleaned, resolve_leftovers
 from kbroker.producer_state import (
+    AbortedTxn,
     BatchMetadata,
     ProducerBatch,
     ProducerStateManager,
@@ -180,7 +191,7 @@ class PartitionLog:
         )
         known = set(bases)
         for name in names:
-            for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX):
                 stem = name[: -len(suffix)]
                 if name.endswith(suffix) and _is_offset_stem(stem) and int(stem) not in known:
                     unlink_quietly(directory / name)
@@ -209,23 +220,35 @@ class PartitionLog:
         epochs.truncate_from_start(plog.log_start_offset)
         plog._flushed_offset = plog.log_end_offset
         plog.recovery_point = plog.log_end_offset
-        plog._load_producer_state()
+        plog._load_producer_state(rebuild_txn_indexes=set(recovered) & set(plog._bases))
         return plog
 
-    def _load_producer_state(self) -> None:
-        """Load the newest snapshot at or below the log end, then replay batch headers after
-        it (from the first segment when there is none)."""
+    def _load_producer_state(self, rebuild_txn_indexes: set[int] | None = None) -> None:
+        """Load the newest snapshot at or below the log end (at or below the first segment
+        of `rebuild_txn_indexes`, base offsets whose aborted-transaction index is rebuilt),
+        then replay batches after it (from the first segment when there is none)."""
         leo = self.log_end_offset
         first_base = self._segments[0].base_offset
         present = producer_snapshot.delete_outside(self.directory, first_base, leo)
-        loaded = producer_snapshot.load_latest(self.directory, leo, present)
+        upto = min(rebuild_txn_indexes) if rebuild_txn_indexes else leo
+        loaded = producer_snapshot.load_latest(self.directory, upto, present)
         if loaded is None:
             self.producers.clear()
             start = first_base
         else:
             start, entries = loaded
             self.producers.load(entries)
-        self.producers.replay(self._producer_batches_from(start))
+        aborted = self.producers.replay(self._producer_batches_from(start))
+        if not rebuild_txn_indexes:
+            return
+        by_segment: dict[int, list[AbortedTxn]] = {base: [] for base in rebuild_txn_indexes}
+        for entry in aborted:
+            base = self._bases[self._segment_index(entry.last_offset)]
+            if base in by_segment:
+                by_segment[base].append(entry)
+        for segment in self._segments:
+            if segment.base_offset in by_segment:
+                segment.txn_index.replace(by_segment[segment.base_offset])
 
     def _producer_batches_from(self, offset: int) -> Iterable[ProducerBatch]:
         i = self._segment_index(offset)
@@ -315,7 +338,7 @@ class PartitionLog:
             final.append(header)
         self._append(batches, final, [pos for pos, _ in parsed])
         self.epochs.assign(leader_epoch, final[0].base_offset)
-        self.producers.commit(checked)
+        self._index_aborted(self.producers.commit(checked))
         self._maybe_flush_messages()
         return AppendResult(
             final[0].base_offset,
@@ -341,13 +364,20 @@ class PartitionLog:
         for header in headers:
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         view = memoryview(batches)
-        self.producers.replay(
+        aborted = self.producers.replay(
             producer_batch(h, view[pos : pos + h.size]) for pos, h in parsed if h.has_producer_id
         )
+        self._index_aborted(aborted)
         self._maybe_flush_messages()
         return AppendResult(
             headers[0].base_offset, headers[-1].last_offset, -1, self.log_start_offset
         )
+
+    def _index_aborted(self, aborted: list[AbortedTxn]) -> None:
+        """Record aborted transactions whose markers were just appended (to the active
+        segment)."""
+        for entry in aborted:
+            self.active_segment.txn_index.append(entry)
 
     def _append(
         self, data: bytearray | bytes | memoryview, headers: list[BatchHeader], positions: list[int]
@@ -431,6 +461,19 @@ class PartitionLog:
                 break
             end = pos + header.size
         return FileRegion(segment.file, start, end - start)
+
+    def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start, upper), from the aborted-transaction
+        indexes of the segment holding `start` on (Kafka's collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._segment_index(start) :]:
+            if segment.base_offset >= upper and found:
+                break
+            entries, complete = segment.txn_index.collect(start, upper)
+            found.extend(entries)
+            if complete:
+                break
+        return found
 
     def _record_at_or_after(
         self,

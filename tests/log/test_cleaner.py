@@ -143,7 +143,7 @@ def test_small_segments_are_grouped_within_segment_bytes(tmp_path: Path) -> None
     assert all(seg.size <= config.segment_bytes for seg in plog.segments())
     # Grouping rule itself: consecutive, total input within segment.bytes.
     refs = [
-        SegmentRef(None, b, b + 10, size, Path("x"))  # type: ignore[arg-type]
+        SegmentRef(None, b, b + 10, size, Path("x"), ())  # type: ignore[arg-type]
         for b, size in [(0, 700), (10, 700), (20, 700), (30, 100), (40, 1900)]
     ]
     grouped = group_segments(refs, segment_bytes=2000, index_bytes=10_000, index_interval_bytes=100)
