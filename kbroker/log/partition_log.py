@@ -433,11 +433,21 @@ class PartitionLog:
     def read(
         self, offset: int, max_bytes: int, *, max_offset: int, min_one_batch: bool
     ) -> FileRegion | None:
+        """`read_with_end` without the end offset."""
+        found = self.read_with_end(
+            offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch
+        )
+        return None if found is None else found[0]
+
+    def read_with_end(
+        self, offset: int, max_bytes: int, *, max_offset: int, min_one_batch: bool
+    ) -> tuple[FileRegion, int] | None:
         """Whole batches from the one containing `offset`, all within one segment and below
         `max_offset` (the high watermark), at most `max_bytes` unless `min_one_batch` and the
         first batch is larger (KIP-74). Without `min_one_batch`, a first batch larger than
         `max_bytes` is returned cut at `max_bytes`, as Kafka does for pre-KIP-74 fetches, so
-        the client can tell the batch is too large. None when there is nothing to return."""
+        the client can tell the batch is too large. None when there is nothing to return;
+        else the region and the offset after its last (possibly cut) batch."""
         self._check_range(offset)
         if offset >= max_offset or offset >= self.log_end_offset:
             return None
@@ -453,14 +463,18 @@ class PartitionLog:
             return None
         if first.size > max_bytes:
             if min_one_batch:
-                return FileRegion(segment.file, start, first.size)
-            return FileRegion(segment.file, start, max_bytes) if max_bytes > 0 else None
+                return FileRegion(segment.file, start, first.size), first.next_offset
+            if max_bytes <= 0:
+                return None
+            return FileRegion(segment.file, start, max_bytes), first.next_offset
         end = start + first.size
+        end_offset = first.next_offset
         for pos, header in segment.batches_from(end):
             if header.next_offset > max_offset or pos + header.size - start > max_bytes:
                 break
             end = pos + header.size
-        return FileRegion(segment.file, start, end - start)
+            end_offset = header.next_offset
+        return FileRegion(segment.file, start, end - start), end_offset
 
     def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [start, upper), from the aborted-transaction

@@ -3,29 +3,49 @@ broker (the partition side of KIP-98)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from kbroker.broker import Broker
+from kbroker.handlers.fetch import handle_fetch
+from kbroker.log.file_region import FileRegion
 from tests.server.conftest import RawClient
 from tests.server.test_data_path import create_topic, records
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
 from wire.messages.api_versions_request import ApiVersionsRequest
 from wire.messages.api_versions_response import ApiVersionsResponse
+from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from wire.messages.fetch_response import FetchResponse, PartitionData
+from wire.messages.list_offsets_request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from wire.messages.list_offsets_response import ListOffsetsResponse
 from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from wire.messages.produce_response import ProduceResponse
+from wire.messages.request_header import RequestHeader
 from wire.messages.write_txn_markers_request import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
 from wire.messages.write_txn_markers_response import WriteTxnMarkersResponse
-from wire.records.record import build_batch
+from wire.records.record import Record, build_batch, decode_records
 
 PID = 4000
 
 
+def now_records(start: int, count: int) -> list[Record]:
+    """Records stamped now: markers are stamped now too, and a segment rolls when timestamps
+    jump by more than segment.ms."""
+    return records(start, count, ts=int(time.time() * 1000))
+
+
 def txn_batch(start: int, count: int, *, seq: int, epoch: int = 0, pid: int = PID) -> bytes:
     return build_batch(
-        records(start, count),
+        now_records(start, count),
         producer_id=pid,
         producer_epoch=epoch,
         base_sequence=seq,
@@ -66,12 +86,12 @@ async def test_open_transaction_holds_the_last_stable_offset(
     broker: Broker, client: RawClient
 ) -> None:
     await create_topic(client, "t")
-    await produce_txn(client, "t", build_batch(records(0, 3)), transactional_id=None)
+    await produce_txn(client, "t", build_batch(now_records(0, 3)), transactional_id=None)
     assert await produce_txn(client, "t", txn_batch(3, 2, seq=0)) == (ErrorCode.NONE, 3)
     partition = broker.partition("t", 0)
     assert partition is not None
     assert (partition.high_watermark, partition.last_stable_offset) == (5, 3)
-    plain = build_batch(records(5, 1), producer_id=PID, producer_epoch=0, base_sequence=2)
+    plain = build_batch(now_records(5, 1), producer_id=PID, producer_epoch=0, base_sequence=2)
     assert (await produce_txn(client, "t", plain))[0] == ErrorCode.INVALID_TXN_STATE
     assert (await produce_txn(client, "t", txn_batch(5, 1, seq=0, epoch=1)))[0] == ErrorCode.NONE
     older = txn_batch(6, 1, seq=1, epoch=0)
@@ -162,3 +182,114 @@ async def test_stale_markers_are_refused(broker: Broker, client: RawClient) -> N
     }
     partition = broker.partition("t", 0)
     assert partition is not None and partition.last_stable_offset == 2
+
+
+def fetch_request(broker: Broker, topic: str, offset: int, *, isolation: int, **kw: int):
+    info = broker.metadata.topic(topic)
+    assert info is not None
+    return FetchRequest(
+        max_wait_ms=kw.get("max_wait_ms", 0),
+        min_bytes=kw.get("min_bytes", 0),
+        max_bytes=50 << 20,
+        isolation_level=isolation,
+        topics=[
+            FetchTopic(
+                topic=topic,
+                topic_id=info.topic_id,
+                partitions=[
+                    FetchPartition(
+                        partition=0,
+                        fetch_offset=offset,
+                        partition_max_bytes=kw.get("partition_max_bytes", 1 << 20),
+                    )
+                ],
+            )
+        ],
+    )
+
+
+async def fetch_partition(
+    client: RawClient, broker: Broker, topic: str, offset: int, *, isolation: int, **kw: int
+) -> PartitionData:
+    request = fetch_request(broker, topic, offset, isolation=isolation, **kw)
+    response = await client.call(ApiKey.FETCH, kw.get("version", 12), request)
+    assert isinstance(response, FetchResponse)
+    return response.responses[0].partitions[0]
+
+
+async def list_latest(client: RawClient, topic: str, isolation: int) -> int:
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=isolation,
+        topics=[
+            ListOffsetsTopic(
+                name=topic, partitions=[ListOffsetsPartition(partition_index=0, timestamp=-1)]
+            )
+        ],
+    )
+    response = await client.call(ApiKey.LIST_OFFSETS, 5, request)
+    assert isinstance(response, ListOffsetsResponse)
+    return response.topics[0].partitions[0].offset
+
+
+async def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(
+    broker: Broker, client: RawClient
+) -> None:
+    await create_topic(client, "t")
+    await produce_txn(client, "t", txn_batch(0, 2, seq=0))  # 0-1, aborted
+    await produce_txn(client, "t", txn_batch(2, 2, seq=0, pid=PID + 1))  # 2-3, committed
+    await write_markers(client, "t", [0], commit=False)  # 4
+    await write_markers(client, "t", [0], commit=True, pid=PID + 1)  # 5
+    await produce_txn(client, "t", build_batch(now_records(6, 1)), transactional_id=None)  # 6
+    await produce_txn(client, "t", txn_batch(7, 2, seq=2))  # 7-8, open
+    await produce_txn(client, "t", build_batch(now_records(9, 1)), transactional_id=None)  # 9
+
+    committed = await fetch_partition(client, broker, "t", 0, isolation=1)
+    assert (committed.high_watermark, committed.last_stable_offset) == (10, 7)
+    assert [r.offset for r in decode_records(committed.records)][-1] == 6
+    assert [(a.producer_id, a.first_offset) for a in committed.aborted_transactions] == [(PID, 0)]
+    later = await fetch_partition(client, broker, "t", 5, isolation=1)
+    assert later.aborted_transactions == []
+    uncommitted = await fetch_partition(client, broker, "t", 0, isolation=0)
+    assert uncommitted.last_stable_offset == 7
+    assert [r.offset for r in decode_records(uncommitted.records)][-1] == 9
+    assert await list_latest(client, "t", isolation=1) == 7
+    assert await list_latest(client, "t", isolation=0) == 10
+
+    await write_markers(client, "t", [0], commit=False)  # 10
+    done = await fetch_partition(client, broker, "t", 6, isolation=1)
+    assert done.last_stable_offset == 11
+    assert [(a.producer_id, a.first_offset) for a in done.aborted_transactions] == [(PID, 7)]
+    assert await list_latest(client, "t", isolation=1) == 11
+
+
+async def test_read_committed_data_stays_a_file_region(broker: Broker, client: RawClient) -> None:
+    await create_topic(client, "t")
+    await produce_txn(client, "t", txn_batch(0, 2, seq=0))
+    await write_markers(client, "t", [0], commit=False)
+    header = RequestHeader(request_api_key=ApiKey.FETCH, request_api_version=12, correlation_id=1)
+    request = fetch_request(broker, "t", 0, isolation=1)
+    response = await handle_fetch(broker, header, request, 12)
+    data = response.responses[0].partitions[0]
+    assert isinstance(data.records, FileRegion) and data.records.nbytes > 0
+    assert len(data.aborted_transactions) == 1
+
+
+async def test_a_read_committed_long_poll_wakes_when_the_lso_moves(
+    broker: Broker, client: RawClient
+) -> None:
+    await create_topic(client, "t")
+    await produce_txn(client, "t", txn_batch(0, 2, seq=0))
+    other = await RawClient.connect(broker.port)
+    started = time.monotonic()
+    waiting = asyncio.ensure_future(
+        fetch_partition(other, broker, "t", 0, isolation=1, max_wait_ms=10_000, min_bytes=1)
+    )
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    await write_markers(client, "t", [0], commit=True)
+    data = await asyncio.wait_for(waiting, 5)
+    assert time.monotonic() - started < 5
+    assert data.last_stable_offset == 3
+    assert [r.offset for r in decode_records(data.records)] == [0, 1, 2]
+    other.writer.close()
