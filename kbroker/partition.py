@@ -64,10 +64,11 @@ class Partition:
     @property
     def last_stable_offset(self) -> int:
         """The LSO: below it every transaction is decided (KIP-98); min(first offset of the
-        open or not yet replicated transactions, high watermark)."""
+        open or not yet replicated transactions, high watermark), and never below the log
+        start offset (DeleteRecords may pass an open transaction's start, as in Kafka)."""
         hw = self.high_watermark
         first = self.log.producers.first_unstable_offset(hw)
-        return hw if first is None else min(first, hw)
+        return hw if first is None else max(min(first, hw), self.log.log_start_offset)
 
     # Role changes ----------------------------------------------------------------------
 

@@ -3,13 +3,13 @@
 Kafka's design, step by step:
 1. Choice (event loop thread, `grab_filthiest`): for each compacted log, the cleanable range
    is [log start, first uncleanable offset) where the first uncleanable offset is the lowest
-   of the active segment's base offset (the active segment is never cleaned), the high
-   watermark, and the base of the first segment holding a record newer than
-   min.compaction.lag.ms. Only whole segments below it are cleanable. The part from the
-   first dirty offset (the cleaner checkpoint) on is the dirty head; the dirty ratio is
-   dirty bytes / cleanable bytes. The log with the highest ratio above
-   min.cleanable.dirty.ratio is cleaned; so is a log whose dirty head is older than
-   max.compaction.lag.ms, or whose earliest tombstone delete horizon has passed.
+   of the active segment's base offset (the active segment is never cleaned), the last
+   stable offset (below the high watermark, and no undecided transaction), and the base of
+   the first segment holding a record newer than min.compaction.lag.ms. Only whole segments
+   below it are cleanable. The part from the first dirty offset (the cleaner checkpoint) on
+   is the dirty head; the dirty ratio is dirty bytes / cleanable bytes. The log with the
+   highest ratio above min.cleanable.dirty.ratio is cleaned; so is a log whose dirty head is
+   older than max.compaction.lag.ms, or whose earliest tombstone delete horizon has passed.
 2. Map (cleaner thread, `build`): key -> last offset over the dirty head, whole segments
    only, bounded by log.cleaner.dedupe.buffer.size (24 bytes an entry, as Kafka counts,
    times log.cleaner.io.buffer.load.factor, shared by the cleaner threads).
@@ -218,13 +218,14 @@ class LogCleaner:
         logs: LogManager,
         config: CleanerConfig,
         *,
-        high_watermark: Callable[[TopicPartition], int | None] = lambda _tp: None,
+        stable_offset: Callable[[TopicPartition], int | None] = lambda _tp: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`high_watermark(tp)` bounds the cleanable range (None: the log end offset)."""
+        """`stable_offset(tp)`, the last stable offset, bounds the cleanable range (None: the
+        log end offset)."""
         self.logs = logs
         self.config = config
-        self._high_watermark = high_watermark
+        self._stable_offset = stable_offset
         self._clock = clock
         self.throttler = Throttler(config.io_max_bytes_per_second)
         self.stats = CleanerStats()
@@ -267,10 +268,10 @@ class LogCleaner:
             return None
         now_ms = self._now_ms()
         segments = plog.segments()
-        hw = self._high_watermark(tp)
+        stable = self._stable_offset(tp)
         uncleanable = segments[-1].base_offset
-        if hw is not None:
-            uncleanable = min(uncleanable, hw)
+        if stable is not None:
+            uncleanable = min(uncleanable, stable)
         first_dirty = self.first_dirty_offset(tp, plog)
         refs: list[SegmentRef] = []
         for segment, following in zip(segments, segments[1:], strict=False):

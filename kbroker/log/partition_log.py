@@ -566,10 +566,11 @@ class PartitionLog:
         producer_snapshot.delete_outside(self.directory, self._bases[0], self.log_end_offset)
         return self.log_start_offset
 
-    def enforce_retention(self, *, high_watermark: int) -> int:
+    def enforce_retention(self, *, stable_offset: int) -> int:
         """Delete the oldest segments breaching retention.ms (now - largest timestamp >
         retention.ms) or retention.bytes (while the log stays at or above the limit without
-        them), as Kafka's retention does; only segments wholly below `high_watermark` go, and
+        them), as Kafka's retention does; only segments wholly below `stable_offset` (the last
+        stable offset: no undecided transaction is cut, nothing uncommitted goes) go, and
         nothing when cleanup.policy lacks "delete". Returns the number of segments deleted."""
         config = self._config
         if "delete" not in config.cleanup_policy:
@@ -579,7 +580,7 @@ class PartitionLog:
         excess = self.size_bytes - config.retention_bytes
         for i, segment in enumerate(self._segments):
             end = self._bases[i + 1] if i + 1 < len(self._bases) else segment.next_offset
-            if end > high_watermark or (segment.size == 0 and i == len(self._segments) - 1):
+            if end > stable_offset or (segment.size == 0 and i == len(self._segments) - 1):
                 break
             by_time = 0 <= config.retention_ms < now_ms - segment.largest_timestamp
             by_size = config.retention_bytes >= 0 and excess >= segment.size

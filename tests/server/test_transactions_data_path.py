@@ -293,3 +293,22 @@ async def test_a_read_committed_long_poll_wakes_when_the_lso_moves(
     assert data.last_stable_offset == 3
     assert [r.offset for r in decode_records(data.records)] == [0, 1, 2]
     other.writer.close()
+
+
+async def test_retention_stops_at_the_last_stable_offset(broker: Broker, client: RawClient) -> None:
+    await create_topic(client, "t", segment_bytes="100", retention_ms="1")
+    plain = await produce_txn(client, "t", build_batch(now_records(0, 1)), transactional_id=None)
+    assert plain == (ErrorCode.NONE, 0)
+    await produce_txn(client, "t", txn_batch(1, 2, seq=0))  # 1-2, open
+    for i in range(3):
+        await produce_txn(client, "t", build_batch(now_records(3 + i, 1)), transactional_id=None)
+    partition = broker.partition("t", 0)
+    assert partition is not None and len(partition.log.segments()) == 5
+    await asyncio.sleep(0.01)
+    assert broker.storage is not None
+    broker.storage.enforce_retention()
+    assert partition.log.log_start_offset == 1 == partition.last_stable_offset
+    await write_markers(client, "t", [0], commit=True)  # 6
+    await asyncio.sleep(0.01)
+    broker.storage.enforce_retention()
+    assert partition.log.log_start_offset > 1
