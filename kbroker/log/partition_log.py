@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,6 +152,9 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         # Set when open() had to scan and validate segments (unclean shutdown or bad indexes).
         self.recovered_segments: list[int] = []
+        # Base offsets of the segments with a .txnindex, ascending; None when it must be
+        # listed again (after a change to the set of segments or of index files).
+        self._txn_index_bases: list[int] | None = None
 
     # Opening ---------------------------------------------------------------------------
 
@@ -249,6 +252,7 @@ class PartitionLog:
         for segment in self._segments:
             if segment.base_offset in by_segment:
                 segment.txn_index.replace(by_segment[segment.base_offset])
+        self._txn_index_bases = None
 
     def _producer_batches_from(self, offset: int) -> Iterable[ProducerBatch]:
         i = self._segment_index(offset)
@@ -378,6 +382,7 @@ class PartitionLog:
         segment)."""
         for entry in aborted:
             self.active_segment.txn_index.append(entry)
+            self._txn_index_bases = None
 
     def _append(
         self, data: bytearray | bytes | memoryview, headers: list[BatchHeader], positions: list[int]
@@ -480,9 +485,19 @@ class PartitionLog:
         """The aborted transactions overlapping [start, upper), from the aborted-transaction
         indexes of the segment holding `start` on (Kafka's collectAbortedTransactions)."""
         found: list[AbortedTxn] = []
-        for segment in self._segments[self._segment_index(start) :]:
-            if segment.base_offset >= upper and found:
-                break
+        if self._txn_index_bases is None:
+            present = set(self._bases)
+            self._txn_index_bases = sorted(
+                int(name[: -len(TXNINDEX_SUFFIX)])
+                for name in os.listdir(self.directory)
+                if name.endswith(TXNINDEX_SUFFIX)
+                and _is_offset_stem(name[: -len(TXNINDEX_SUFFIX)])
+                and int(name[: -len(TXNINDEX_SUFFIX)]) in present
+            )
+        bases = self._txn_index_bases
+        floor = self._bases[self._segment_index(start)]
+        for base in bases[bisect_left(bases, floor) :]:
+            segment = self._segments[self._segment_index(base)]
             entries, complete = segment.txn_index.collect(start, upper)
             found.extend(entries)
             if complete:
@@ -609,6 +624,7 @@ class PartitionLog:
         segment = LogSegment.open(self.directory, base, self._config, self._now_ms())
         self._segments[i : i + len(group)] = [segment]
         self._bases[i : i + len(group)] = [base]
+        self._txn_index_bases = None
         for old, paths in zip(group, deleted, strict=True):
             self._retire_renamed(old, paths)
 
@@ -625,6 +641,7 @@ class PartitionLog:
                 self._retire(self._segments.pop())
                 self._bases.pop()
             self.active_segment.truncate_to(offset)
+        self._txn_index_bases = None
         leo = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, leo)
         self._flushed_offset = min(self._flushed_offset, leo)
@@ -660,6 +677,7 @@ class PartitionLog:
 
     def _retire_renamed(self, segment: LogSegment, paths: list[Path]) -> None:
         self._retired.append((self._now_ms(), segment, paths))
+        self._txn_index_bases = None
 
     def _close_retired(self, *, force: bool) -> None:
         now_ms = self._now_ms()

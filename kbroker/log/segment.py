@@ -465,7 +465,8 @@ def rename_segment_files(directory: Path, base_offset: int, old: str, new: str) 
 class LazySegment(LogSegment):
     """A sealed segment opened lazily (after a clean shutdown or below the recovery point).
 
-    Only `base_offset`, `config` and `dirty` are set; `size` costs one stat on first use;
+    Only `base_offset`, `config` and `dirty` are set; `size` costs one stat on first use,
+    `txn_index` is read on its own;
     the first access to anything else opens the files through `LogSegment.open`, recovers
     the segment if its indexes fail the sanity checks, and turns this object into a plain
     LogSegment (class swap), so later accesses cost nothing extra."""
@@ -486,6 +487,12 @@ class LazySegment(LogSegment):
             size = os.stat(self.log_path).st_size
             self.__dict__["size"] = size
             return size
+        if name == "txn_index":
+            # Read on its own: a read_committed fetch or the cleaner's plan needs the aborted
+            # transactions of a segment, not its data.
+            index = TxnIndex(txn_index_path(self.directory, self.base_offset))
+            self.__dict__["txn_index"] = index
+            return index
         self._load()
         return getattr(self, name)
 
