@@ -328,6 +328,8 @@ class ProducerStateManager:
         transactions it ended."""
         for pid, entry in pending.updates.items():
             self._apply(pid, entry)
+        if not pending.completed:
+            return []
         aborted = (self._complete(txn) for txn in pending.completed)
         return [a for a in aborted if a is not None]
 

@@ -95,8 +95,8 @@ class AppendResult:
 
 
 def producer_batch(header: BatchHeader, data: bytes | bytearray | memoryview) -> ProducerBatch:
-    """The producer-state view of a batch (offsets as in the header); `data` holds the batch
-    bytes, decoded only for a control batch's transaction marker."""
+    """The producer-state view of a batch (offsets as in the header); `data` holds the bytes
+    of a control batch, whose transaction marker is decoded (unused for data batches)."""
     marker = None
     if header.is_control:
         try:
@@ -319,7 +319,7 @@ class PartitionLog:
             next_offset += header.last_offset_delta + 1
         checked = self.producers.prepare(
             [
-                producer_batch(h, memoryview(batches)[pos : pos + h.size])
+                producer_batch(h, memoryview(batches)[pos : pos + h.size] if h.is_control else b"")
                 for (pos, _), h in zip(parsed, planned, strict=True)
                 if h.has_producer_id
             ]
@@ -369,7 +369,9 @@ class PartitionLog:
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         view = memoryview(batches)
         aborted = self.producers.replay(
-            producer_batch(h, view[pos : pos + h.size]) for pos, h in parsed if h.has_producer_id
+            producer_batch(h, view[pos : pos + h.size] if h.is_control else b"")
+            for pos, h in parsed
+            if h.has_producer_id
         )
         self._index_aborted(aborted)
         self._maybe_flush_messages()
