@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kbroker.producer_state import (
@@ -9,23 +11,15 @@ from kbroker.producer_state import (
     PendingAppend,
     ProducerBatch,
     ProducerStateManager,
-    last_sequence,
 )
 from wire.errors import ErrorCode, KafkaError
 from wire.records.control import EndTxnMarker
 
+from .test_producer_state import pb
+
 
 def data(pid: int, seq: int, count: int, offset: int, *, epoch: int = 0, txn: bool = True):
-    return ProducerBatch(
-        producer_id=pid,
-        producer_epoch=epoch,
-        first_seq=seq,
-        last_seq=last_sequence(seq, count - 1),
-        first_offset=offset,
-        last_offset=offset + count - 1,
-        timestamp=offset,
-        is_transactional=txn,
-    )
+    return replace(pb(pid, epoch, seq, count, offset, ts=offset), is_transactional=txn)
 
 
 def marker(pid: int, offset: int, *, commit: bool, epoch: int = 0, coordinator_epoch: int = 0):

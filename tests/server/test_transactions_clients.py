@@ -5,6 +5,7 @@ and stop at the last stable offset; read_uncommitted ones see every record."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -44,6 +45,17 @@ async def write_transactions(client: RawClient) -> tuple[list[bytes], list[bytes
     return committed, everything
 
 
+def drain(poll: Callable[[], list[bytes]], count: int) -> list[bytes]:
+    """Values polled until `count` arrived (or 20 polls), plus one more poll to show that
+    nothing else comes (the open transaction stays hidden from read_committed)."""
+    values: list[bytes] = []
+    for _ in range(20):
+        values += poll()
+        if len(values) >= count:
+            break
+    return values + poll()
+
+
 def consume_confluent(port: int, isolation: str, count: int) -> list[bytes]:
     consumer = Consumer(
         {
@@ -55,19 +67,16 @@ def consume_confluent(port: int, isolation: str, count: int) -> list[bytes]:
         }
     )
     consumer.assign([ConfluentPartition("txn", 0, OFFSET_BEGINNING)])
-    values: list[bytes] = []
+
+    def poll() -> list[bytes]:
+        messages = consumer.consume(num_messages=100, timeout=0.5)
+        assert all(m.error() is None for m in messages), [m.error() for m in messages]
+        return [m.value() for m in messages]
+
     try:
-        for _ in range(40):
-            for message in consumer.consume(num_messages=100, timeout=0.5):
-                assert message.error() is None, message.error()
-                values.append(message.value())
-            if len(values) >= count:
-                break
-        # Nothing more shows up (the open transaction stays hidden from read_committed).
-        values += [m.value() for m in consumer.consume(num_messages=100, timeout=1.0)]
+        return drain(poll, count)
     finally:
         consumer.close()
-    return values
 
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
@@ -118,18 +127,15 @@ def consume_kafka_python(port: int, isolation: str, count: int) -> list[bytes]:
     partition = KafkaPartition("txn", 0)
     consumer.assign([partition])
     consumer.seek_to_beginning(partition)
-    values: list[bytes] = []
-    try:
-        for _ in range(20):
-            polled = consumer.poll(timeout_ms=500)
-            values += [m.value for messages in polled.values() for m in messages]
-            if len(values) >= count:
-                break
+
+    def poll() -> list[bytes]:
         polled = consumer.poll(timeout_ms=500)
-        values += [m.value for messages in polled.values() for m in messages]
+        return [m.value for messages in polled.values() for m in messages]
+
+    try:
+        return drain(poll, count)
     finally:
         consumer.close()
-    return values
 
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])

@@ -10,13 +10,12 @@ from kbroker.broker import Broker
 from kbroker.handlers.fetch import handle_fetch
 from kbroker.log.file_region import FileRegion
 from tests.server.conftest import RawClient
-from tests.server.test_data_path import create_topic, records
+from tests.server.test_data_path import create_topic, fetch, fetch_request, records
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
 from wire.messages.api_versions_request import ApiVersionsRequest
 from wire.messages.api_versions_response import ApiVersionsResponse
-from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
-from wire.messages.fetch_response import FetchResponse, PartitionData
+from wire.messages.fetch_response import PartitionData
 from wire.messages.list_offsets_request import (
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -184,36 +183,10 @@ async def test_stale_markers_are_refused(broker: Broker, client: RawClient) -> N
     assert partition is not None and partition.last_stable_offset == 2
 
 
-def fetch_request(broker: Broker, topic: str, offset: int, *, isolation: int, **kw: int):
-    info = broker.metadata.topic(topic)
-    assert info is not None
-    return FetchRequest(
-        max_wait_ms=kw.get("max_wait_ms", 0),
-        min_bytes=kw.get("min_bytes", 0),
-        max_bytes=50 << 20,
-        isolation_level=isolation,
-        topics=[
-            FetchTopic(
-                topic=topic,
-                topic_id=info.topic_id,
-                partitions=[
-                    FetchPartition(
-                        partition=0,
-                        fetch_offset=offset,
-                        partition_max_bytes=kw.get("partition_max_bytes", 1 << 20),
-                    )
-                ],
-            )
-        ],
-    )
-
-
 async def fetch_partition(
     client: RawClient, broker: Broker, topic: str, offset: int, *, isolation: int, **kw: int
 ) -> PartitionData:
-    request = fetch_request(broker, topic, offset, isolation=isolation, **kw)
-    response = await client.call(ApiKey.FETCH, kw.get("version", 12), request)
-    assert isinstance(response, FetchResponse)
+    response = await fetch(client, broker, topic, offset, isolation_level=isolation, **kw)
     return response.responses[0].partitions[0]
 
 
@@ -268,7 +241,7 @@ async def test_read_committed_data_stays_a_file_region(broker: Broker, client: R
     await produce_txn(client, "t", txn_batch(0, 2, seq=0))
     await write_markers(client, "t", [0], commit=False)
     header = RequestHeader(request_api_key=ApiKey.FETCH, request_api_version=12, correlation_id=1)
-    request = fetch_request(broker, "t", 0, isolation=1)
+    request = fetch_request(broker, "t", 0, isolation_level=1)
     response = await handle_fetch(broker, header, request, 12)
     data = response.responses[0].partitions[0]
     assert isinstance(data.records, FileRegion) and data.records.nbytes > 0
