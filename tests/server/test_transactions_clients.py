@@ -80,14 +80,6 @@ def consume_confluent(port: int, isolation: str, count: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
-async def test_confluent_kafka_consumer(broker: Broker, client: RawClient, isolation: str) -> None:
-    committed, everything = await write_transactions(client)
-    expected = committed if isolation == "read_committed" else everything
-    got = await asyncio.to_thread(consume_confluent, broker.port, isolation, len(expected))
-    assert got == expected
-
-
-@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
 async def test_aiokafka_consumer(broker: Broker, client: RawClient, isolation: str) -> None:
     committed, everything = await write_transactions(client)
     expected = committed if isolation == "read_committed" else everything
@@ -138,9 +130,15 @@ def consume_kafka_python(port: int, isolation: str, count: int) -> list[bytes]:
         consumer.close()
 
 
+@pytest.mark.parametrize("consume", [consume_confluent, consume_kafka_python])
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
-async def test_kafka_python_consumer(broker: Broker, client: RawClient, isolation: str) -> None:
+async def test_blocking_client_consumers(
+    broker: Broker,
+    client: RawClient,
+    isolation: str,
+    consume: Callable[[int, str, int], list[bytes]],
+) -> None:
     committed, everything = await write_transactions(client)
     expected = committed if isolation == "read_committed" else everything
-    got = await asyncio.to_thread(consume_kafka_python, broker.port, isolation, len(expected))
+    got = await asyncio.to_thread(consume, broker.port, isolation, len(expected))
     assert got == expected
