@@ -132,6 +132,7 @@ class Partition:
     def _advance_high_watermark(self) -> None:
         leader = self._require_leader()
         if leader.update_high_watermark(self.log.log_end_offset):
+            self.log.producers.on_high_watermark(leader.high_watermark)
             self.on_change(self.key)
 
     def append(
@@ -184,6 +185,7 @@ class Partition:
         hw = min(leader_high_watermark, self.log.log_end_offset)
         if hw != self._high_watermark:
             self._high_watermark = hw
+            self.log.producers.on_high_watermark(hw)
             self.on_change(self.key)
 
     def truncate_to(self, offset: int) -> None:

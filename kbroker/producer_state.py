@@ -236,11 +236,15 @@ class ProducerStateManager:
         """producer id -> first offset of its open transaction."""
         return dict(self._ongoing)
 
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Forget the closed transactions whose marker is below `high_watermark`."""
+        if self._unreplicated:
+            self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
+
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The lowest first offset of the open transactions and of those whose marker is at
         or above `high_watermark` (those below it are forgotten); None when there is none."""
-        if self._unreplicated:
-            self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
+        self.on_high_watermark(high_watermark)
         firsts = [t.first_offset for t in self._unreplicated]
         firsts.extend(self._ongoing.values())
         return min(firsts) if firsts else None

@@ -165,3 +165,12 @@ def test_producers_with_an_open_transaction_do_not_expire() -> None:
     append(state, data(8, 0, 1, 1, txn=False))
     assert state.remove_expired(now_ms=100_000, expiration_ms=10) == [8]
     assert state.get(7) is not None
+
+
+def test_closed_transactions_are_forgotten_once_replicated() -> None:
+    state = ProducerStateManager()
+    state.replay([data(7, 0, 1, 0), marker(7, 1, commit=False), data(8, 0, 1, 2)])
+    assert state.first_unstable_offset(high_watermark=0) == 0
+    state.on_high_watermark(2)
+    # Only the open transaction is left, whatever watermark is asked about later.
+    assert state.first_unstable_offset(high_watermark=0) == 2
