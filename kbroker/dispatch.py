@@ -20,6 +20,7 @@ from kbroker.handlers import (
     cluster,
     configs,
     delete_records,
+    describe_producers,
     elect_leaders,
     fetch,
     groups,
@@ -85,8 +86,10 @@ HANDLERS.update(
 )
 
 
-# Transactions: the partition side (markers written by the transaction coordinator).
+# Transactions: the partition side (markers written by the transaction coordinator, the
+# producers and open transactions of each partition).
 HANDLERS[ApiKey.WRITE_TXN_MARKERS] = write_txn_markers.handle_write_txn_markers
+HANDLERS[ApiKey.DESCRIBE_PRODUCERS] = describe_producers.handle_describe_producers
 
 # Cluster operations (replication, controller/).
 HANDLERS.update(

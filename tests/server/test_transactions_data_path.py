@@ -15,6 +15,9 @@ from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
 from wire.messages.api_versions_request import ApiVersionsRequest
 from wire.messages.api_versions_response import ApiVersionsResponse
+from wire.messages.describe_producers_request import DescribeProducersRequest
+from wire.messages.describe_producers_request import TopicRequest as DescribeProducersTopic
+from wire.messages.describe_producers_response import DescribeProducersResponse
 from wire.messages.fetch_response import PartitionData
 from wire.messages.list_offsets_request import (
     ListOffsetsPartition,
@@ -285,3 +288,31 @@ async def test_retention_stops_at_the_last_stable_offset(broker: Broker, client:
     await asyncio.sleep(0.01)
     broker.storage.enforce_retention()
     assert partition.log.log_start_offset > 1
+
+
+async def test_describe_producers_shows_open_transactions(
+    broker: Broker, client: RawClient
+) -> None:
+    await create_topic(client, "t")
+    await produce_txn(client, "t", build_batch(now_records(0, 1)), transactional_id=None)
+    await produce_txn(client, "t", txn_batch(1, 3, seq=0, epoch=2))  # 1-3, open
+    await produce_txn(client, "t", txn_batch(4, 1, seq=0, pid=PID + 1))  # 4
+    await write_markers(client, "t", [0], commit=True, pid=PID + 1, coordinator_epoch=9)
+    request = DescribeProducersRequest(
+        topics=[DescribeProducersTopic(name="t", partition_indexes=[0, 3])]
+    )
+    response = await client.call(ApiKey.DESCRIBE_PRODUCERS, 0, request)
+    assert isinstance(response, DescribeProducersResponse)
+    known, unknown = response.topics[0].partitions
+    assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert known.error_code == ErrorCode.NONE
+    states = {
+        p.producer_id: (
+            p.producer_epoch,
+            p.last_sequence,
+            p.coordinator_epoch,
+            p.current_txn_start_offset,
+        )
+        for p in known.active_producers
+    }
+    assert states == {PID: (2, 2, -1, 1), PID + 1: (0, 0, 9, -1)}
