@@ -144,12 +144,17 @@ def test_markers_replicate_and_a_new_leader_keeps_open_transactions(
             "a new leader",
         )
         new_leader = view.leader
+        # Until the new leader's high watermark passes the abort marker (its follower fetches
+        # once more), that transaction counts as undecided and the LSO stays at its start.
         data = wait_for(
-            lambda: (d := fetch_committed(cluster, new_leader)).error_code == 0 and d,
+            lambda: (
+                (d := fetch_committed(cluster, new_leader)).error_code == 0
+                and d.last_stable_offset == open_first
+                and d
+            ),
             30,
-            "the new leader to answer",
+            "the new leader's LSO at the open transaction",
         )
-        assert data.last_stable_offset == open_first
         assert [(a.producer_id, a.first_offset) for a in data.aborted_transactions] == [
             (ABORTED, aborted_first)
         ]
