@@ -3,7 +3,10 @@ delete.retention.ms once their transaction has no batch left (Kafka's rules)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from kbroker.log import PartitionLog
 from kbroker.producer_state import AbortedTxn
@@ -100,7 +103,42 @@ def test_open_transactions_bound_the_cleanable_range(tmp_path: Path) -> None:
     filler(plog)
     plog.roll()
     cleaner = cleaner_for(manager)
+    assert cleaner.plan_for(("t", 0), plog, force=True) is not None
     cleaner._stable_offset = lambda _tp: 1  # the broker passes the partition's LSO
-    plan = cleaner.plan_for(("t", 0), plog, force=True)
-    assert plan is None or all(ref.end_offset <= 1 for ref in plan[1].cleanable)
+    assert cleaner.plan_for(("t", 0), plog, force=True) is None
     manager.shutdown()
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("crash_after", [1, 2, 3])
+def test_a_crash_during_the_swap_keeps_the_aborted_transaction_index(
+    tmp_path: Path, crash_after: int
+) -> None:
+    manager, plog = manager_with_log(tmp_path, compact_config())
+    for i in range(6):
+        append(plog, txn_batch(7, i, 1, key=b"a%d" % i))
+        append(plog, marker(7, commit=i % 2 == 0))
+        filler(plog, 4)
+    plog.roll()
+    before = plog.aborted_transactions(0, plog.log_end_offset)
+    assert len(before) == 3
+    plog.update_config(compact_config(segment_bytes=4000))
+    cleaner = cleaner_for(manager)
+    plan = cleaner.grab_filthiest()
+    assert plan is not None
+    result = cleaner.build(plan)
+
+    def step_done(step: int) -> None:
+        if step == crash_after:
+            raise Crash
+
+    with pytest.raises(Crash):
+        cleaner.install(result, step_done)
+    reopened = PartitionLog.open(plog.directory, compact_config(), recover=True)
+    assert reopened.aborted_transactions(0, reopened.log_end_offset) == before
+    assert not [p for p in os.listdir(reopened.directory) if p.endswith((".swap", ".cleaned"))]
+    assert reopened.producers.ongoing_transactions() == {}
+    reopened.close()
