@@ -44,6 +44,9 @@ class Partition:
         self._isr: tuple[int, ...] = ()
         self._leader: LeaderIsr | None = None
         self._high_watermark = min(high_watermark, log.log_end_offset)
+        # Loading the log replayed every marker since the snapshot: forget the transactions
+        # already decided below the checkpointed high watermark.
+        log.producers.on_high_watermark(self._high_watermark)
 
     @property
     def key(self) -> tuple[str, int]:
