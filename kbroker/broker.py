@@ -177,14 +177,14 @@ class Broker:
     def _start_storage_lifecycle(self) -> StorageLifecycle:
         """Retention and the log cleaner (kbroker/log/lifecycle.py)."""
 
-        def high_watermark(key: tuple[str, int]) -> int | None:
+        def stable_offset(key: tuple[str, int]) -> int | None:
             partition = self.partitions.get(key)
-            return None if partition is None else partition.high_watermark
+            return None if partition is None else partition.last_stable_offset
 
         storage = StorageLifecycle(
             self.logs,
             LifecycleSettings.from_broker(self.config.get),
-            high_watermark=high_watermark,
+            stable_offset=stable_offset,
             on_change=self._partition_changed,
             clock=self.clock,
         )

@@ -171,6 +171,7 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("num.io.threads", INT, "8", min=1),
     ConfigDef("queued.max.requests", INT, "500", min=1),
     ConfigDef("queued.max.request.bytes", LONG, "-1"),
+    ConfigDef("request.timeout.ms", INT, "30000", min=0),
     ConfigDef("inter.broker.protocol.version", STR, None),
     ConfigDef("create.topic.policy.class.name", CLASS, None),
     ConfigDef("alter.config.policy.class.name", CLASS, None),

@@ -20,6 +20,7 @@ from kbroker.handlers import (
     cluster,
     configs,
     delete_records,
+    describe_producers,
     elect_leaders,
     fetch,
     groups,
@@ -30,6 +31,7 @@ from kbroker.handlers import (
     offsets,
     produce,
     reassignments,
+    write_txn_markers,
 )
 from kbroker.logfmt import fields
 from kbroker.metrics import RequestMetrics
@@ -83,6 +85,11 @@ HANDLERS.update(
     }
 )
 
+
+# Transactions: the partition side (markers written by the transaction coordinator, the
+# producers and open transactions of each partition).
+HANDLERS[ApiKey.WRITE_TXN_MARKERS] = write_txn_markers.handle_write_txn_markers
+HANDLERS[ApiKey.DESCRIBE_PRODUCERS] = describe_producers.handle_describe_producers
 
 # Cluster operations (replication, controller/).
 HANDLERS.update(

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from kbroker.log.partition_log import AppendResult, PartitionLog
 from replication.isr import LeaderIsr
 from wire.errors import ErrorCode, KafkaError
+from wire.records.control import EndTxnMarker, end_txn_marker_batch
 
 NO_LEADER = -1
 
@@ -43,6 +44,9 @@ class Partition:
         self._isr: tuple[int, ...] = ()
         self._leader: LeaderIsr | None = None
         self._high_watermark = min(high_watermark, log.log_end_offset)
+        # Loading the log replayed every marker since the snapshot: forget the transactions
+        # already decided below the checkpointed high watermark.
+        log.producers.on_high_watermark(self._high_watermark)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -59,6 +63,15 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         return self._leader.high_watermark if self._leader is not None else self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: below it every transaction is decided (KIP-98); min(first offset of the
+        open or not yet replicated transactions, high watermark), and never below the log
+        start offset (DeleteRecords may pass an open transaction's start, as in Kafka)."""
+        hw = self.high_watermark
+        first = self.log.producers.first_unstable_offset(hw)
+        return hw if first is None else max(min(first, hw), self.log.log_start_offset)
 
     # Role changes ----------------------------------------------------------------------
 
@@ -122,6 +135,7 @@ class Partition:
     def _advance_high_watermark(self) -> None:
         leader = self._require_leader()
         if leader.update_high_watermark(self.log.log_end_offset):
+            self.log.producers.on_high_watermark(leader.high_watermark)
             self.on_change(self.key)
 
     def append(
@@ -135,6 +149,15 @@ class Partition:
             self.on_change(self.key)
             self._advance_high_watermark()
         return result
+
+    def append_marker(
+        self, marker: EndTxnMarker, *, producer_id: int, producer_epoch: int, now_ms: int
+    ) -> AppendResult:
+        """Append the control batch ending `producer_id`'s transaction (WriteTxnMarkers)."""
+        batch = end_txn_marker_batch(
+            marker, producer_id=producer_id, producer_epoch=producer_epoch, timestamp=now_ms
+        )
+        return self.append(bytearray(batch), log_append_time_ms=None)
 
     def on_follower_fetch(self, replica: int, fetch_offset: int, now_ms: float) -> None:
         leader = self._require_leader()
@@ -165,6 +188,7 @@ class Partition:
         hw = min(leader_high_watermark, self.log.log_end_offset)
         if hw != self._high_watermark:
             self._high_watermark = hw
+            self.log.producers.on_high_watermark(hw)
             self.on_change(self.key)
 
     def truncate_to(self, offset: int) -> None:

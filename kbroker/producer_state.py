@@ -1,14 +1,27 @@
-"""Idempotent producer state of one partition (KIP-98): pure, no IO, no clock.
+"""Idempotent and transactional producer state of one partition (KIP-98): pure, no IO, no
+clock.
 
-For each producer id the state keeps its current epoch and the metadata of its last five
-batches (first/last sequence, first/last offset, max timestamp). The partition log feeds it
-batch headers:
+For each producer id the state keeps its current epoch, the metadata of its last five
+batches (first/last sequence, first/last offset, max timestamp), the first offset of its open
+transaction (-1 when none) and the coordinator epoch of the last transaction marker it got.
+The partition log feeds it batch headers (and, for control batches, their marker):
 
 - `prepare(batches)` checks the batches of one leader append and returns either a
   `PendingAppend` (commit it once the bytes are written) or the `BatchMetadata` of a duplicate;
   a violation raises `KafkaError`.
 - `replay(batch)` applies a batch already in the log, without checks (recovery, follower
   appends, rebuild after truncation).
+Both `commit` and `replay` return the aborted transactions that the applied markers ended,
+as the entries of the aborted-transaction index (txn_index.py).
+
+Transactions (Kafka's ProducerStateManager): a producer's first transactional batch opens
+its transaction at that batch's base offset; a marker (control batch) closes it. A
+transaction closed by a marker stays "unreplicated" until the high watermark passes the
+marker, so `first_unstable_offset(hw)` is the lowest first offset of the open and the
+unreplicated transactions: the partition's last stable offset (LSO) is min(it, hw). A marker
+for a producer without an open transaction changes only the epochs (Kafka writes no index
+entry for it). The last stable offset recorded with an aborted transaction is the first
+offset of the lowest other open transaction, else the offset after the marker.
 
 Rules (Kafka's ProducerStateManager semantics, as of Kafka 2.5+/KIP-360):
 - producer id -1 (no producer) is not checked;
@@ -19,7 +32,10 @@ Rules (Kafka's ProducerStateManager semantics, as of Kafka 2.5+/KIP-360):
   for a producer without state (unknown, or its state expired): since KIP-360 Kafka accepts
   any sequence then, rather than UNKNOWN_PRODUCER_ID;
 - same epoch: the first sequence must follow the last one (int32 wraparound to 0), else
-  OUT_OF_ORDER_SEQUENCE_NUMBER.
+  OUT_OF_ORDER_SEQUENCE_NUMBER;
+- a non-transactional batch from a producer with an open transaction -> INVALID_TXN_STATE;
+- a marker with a producer epoch below the current one -> INVALID_PRODUCER_EPOCH, with a
+  coordinator epoch below the last marker's -> TRANSACTION_COORDINATOR_FENCED.
 A batch covers sequences base_sequence .. base_sequence + last_offset_delta (wrapping).
 """
 
@@ -30,10 +46,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from wire.errors import ErrorCode, KafkaError
+from wire.records.control import EndTxnMarker
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
+NO_OFFSET = -1
+NO_COORDINATOR_EPOCH = -1
 INT32_MAX = 0x7FFFFFFF
 # Kafka keeps the metadata of this many batches per producer for duplicate detection (it is
 # also the client's bound on in-flight requests with idempotence).
@@ -74,11 +93,36 @@ class ProducerBatch:
     last_offset: int
     timestamp: int
     is_control: bool = False
+    is_transactional: bool = False
+    # The transaction marker of a control batch; None for data batches and for control
+    # batches without one (emptied by the cleaner, or of another control type).
+    marker: EndTxnMarker | None = None
 
     def metadata(self) -> BatchMetadata:
         return BatchMetadata(
             self.first_seq, self.last_seq, self.first_offset, self.last_offset, self.timestamp
         )
+
+
+@dataclass(frozen=True)
+class AbortedTxn:
+    """An aborted transaction: an entry of the aborted-transaction index. `last_offset` is
+    the marker's offset; `last_stable_offset` the LSO once the marker was written."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+@dataclass(frozen=True)
+class CompletedTxn:
+    """A transaction a marker closed (`last_offset`: the marker's offset)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
 
 
 @dataclass
@@ -90,24 +134,51 @@ class ProducerEntry:
         default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN)
     )
     last_timestamp: int = -1
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH
+    current_txn_first_offset: int = NO_OFFSET
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
 
+    @property
+    def in_transaction(self) -> bool:
+        return self.current_txn_first_offset != NO_OFFSET
+
     def copy(self) -> ProducerEntry:
         return ProducerEntry(
-            self.epoch, deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN), self.last_timestamp
+            self.epoch,
+            deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+            self.last_timestamp,
+            self.coordinator_epoch,
+            self.current_txn_first_offset,
         )
 
-    def add(self, batch: ProducerBatch) -> None:
+    def add(self, batch: ProducerBatch) -> CompletedTxn | None:
+        """Apply one batch; returns the transaction its marker closed, if any."""
         if batch.producer_epoch != self.epoch:
             # A new epoch starts a new sequence space; old batches can no longer be duplicates.
             self.batches.clear()
             self.epoch = batch.producer_epoch
+        self.last_timestamp = batch.timestamp
         if not batch.is_control:
             self.batches.append(batch.metadata())
-        self.last_timestamp = batch.timestamp
+            if batch.is_transactional and not self.in_transaction:
+                self.current_txn_first_offset = batch.first_offset
+            return None
+        if batch.marker is None:
+            return None
+        completed = None
+        if self.in_transaction:
+            completed = CompletedTxn(
+                batch.producer_id,
+                self.current_txn_first_offset,
+                batch.first_offset,
+                aborted=not batch.marker.commit,
+            )
+        self.current_txn_first_offset = NO_OFFSET
+        self.coordinator_epoch = batch.marker.coordinator_epoch
+        return completed
 
     def find_duplicate(self, batch: ProducerBatch) -> BatchMetadata | None:
         if batch.producer_epoch != self.epoch:
@@ -123,6 +194,7 @@ class PendingAppend:
     """Checked updates of one append, applied by `ProducerStateManager.commit`."""
 
     updates: dict[int, ProducerEntry]
+    completed: list[CompletedTxn] = field(default_factory=list)
 
 
 class ProducerStateManager:
@@ -130,6 +202,10 @@ class ProducerStateManager:
 
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its open transaction.
+        self._ongoing: dict[int, int] = {}
+        # Transactions closed by a marker the high watermark has not passed yet.
+        self._unreplicated: list[CompletedTxn] = []
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -144,13 +220,53 @@ class ProducerStateManager:
     def load(self, entries: dict[int, ProducerEntry]) -> None:
         """Replace the state (from a snapshot)."""
         self._producers = {pid: entry.copy() for pid, entry in entries.items()}
+        self._ongoing = {
+            pid: entry.current_txn_first_offset
+            for pid, entry in self._producers.items()
+            if entry.in_transaction
+        }
+        self._unreplicated = []
 
     def clear(self) -> None:
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated = []
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction."""
+        return dict(self._ongoing)
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Forget the closed transactions whose marker is below `high_watermark`."""
+        if self._unreplicated:
+            self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The lowest first offset of the open transactions and of those whose marker is at
+        or above `high_watermark` (those below it are forgotten); None when there is none."""
+        self.on_high_watermark(high_watermark)
+        firsts = [t.first_offset for t in self._unreplicated]
+        firsts.extend(self._ongoing.values())
+        return min(firsts) if firsts else None
+
+    def _complete(self, txn: CompletedTxn) -> AbortedTxn | None:
+        self._unreplicated.append(txn)
+        if not txn.aborted:
+            return None
+        lso = min(self._ongoing.values(), default=txn.last_offset + 1)
+        return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+
+    def _apply(self, producer_id: int, entry: ProducerEntry) -> None:
+        self._producers[producer_id] = entry
+        if entry.in_transaction:
+            self._ongoing[producer_id] = entry.current_txn_first_offset
+        else:
+            self._ongoing.pop(producer_id, None)
 
     def prepare(self, batches: Sequence[ProducerBatch]) -> PendingAppend | BatchMetadata:
         """Check a leader append; a `BatchMetadata` result means a duplicate batch."""
         updates: dict[int, ProducerEntry] = {}
+        pending_completed: list[CompletedTxn] = []
         for batch in batches:
             if batch.producer_id == NO_PRODUCER_ID:
                 continue
@@ -164,8 +280,10 @@ class ProducerStateManager:
                 updated = current.copy() if current is not None else ProducerEntry()
                 updates[batch.producer_id] = updated
             self._check(batch, current, updated)
-            updated.add(batch)
-        return PendingAppend(updates)
+            completed = updated.add(batch)
+            if completed is not None:
+                pending_completed.append(completed)
+        return PendingAppend(updates, pending_completed)
 
     def _check(
         self, batch: ProducerBatch, current: ProducerEntry | None, updated: ProducerEntry
@@ -177,7 +295,20 @@ class ProducerStateManager:
                 f"the current epoch {updated.epoch}",
             )
         if batch.is_control:
+            marker = batch.marker
+            if marker is not None and marker.coordinator_epoch < updated.coordinator_epoch:
+                raise KafkaError(
+                    ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                    f"marker for producer {batch.producer_id} has coordinator epoch "
+                    f"{marker.coordinator_epoch}, older than {updated.coordinator_epoch}",
+                )
             return
+        if updated.in_transaction and not batch.is_transactional:
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"non-transactional batch from producer {batch.producer_id} while its "
+                "transaction is open",
+            )
         if batch.producer_epoch != updated.epoch:
             if batch.first_seq != 0 and updated.epoch != NO_PRODUCER_EPOCH:
                 raise KafkaError(
@@ -196,26 +327,41 @@ class ProducerStateManager:
                 f"{updated.last_seq}",
             )
 
-    def commit(self, pending: PendingAppend) -> None:
-        """Apply a prepared append after its batches were written."""
-        self._producers.update(pending.updates)
+    def commit(self, pending: PendingAppend) -> list[AbortedTxn]:
+        """Apply a prepared append after its batches were written; returns the aborted
+        transactions it ended."""
+        for pid, entry in pending.updates.items():
+            self._apply(pid, entry)
+        if not pending.completed:
+            return []
+        aborted = (self._complete(txn) for txn in pending.completed)
+        return [a for a in aborted if a is not None]
 
-    def replay(self, batches: Iterable[ProducerBatch]) -> None:
-        """Apply batches already in the log (no checks)."""
+    def replay(self, batches: Iterable[ProducerBatch]) -> list[AbortedTxn]:
+        """Apply batches already in the log (no checks); returns the aborted transactions
+        they ended."""
+        aborted: list[AbortedTxn] = []
         for batch in batches:
             if batch.producer_id == NO_PRODUCER_ID:
                 continue
             entry = self._producers.get(batch.producer_id)
             if entry is None:
-                entry = self._producers[batch.producer_id] = ProducerEntry()
-            entry.add(batch)
+                entry = ProducerEntry()
+            completed = entry.add(batch)
+            self._apply(batch.producer_id, entry)
+            if completed is not None:
+                found = self._complete(completed)
+                if found is not None:
+                    aborted.append(found)
+        return aborted
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
-        """Forget producers idle for `expiration_ms` (producer.id.expiration.ms)."""
+        """Forget producers idle for `expiration_ms` (producer.id.expiration.ms), except
+        those with an open transaction (as Kafka)."""
         expired = [
             pid
             for pid, entry in self._producers.items()
-            if now_ms - entry.last_timestamp >= expiration_ms
+            if now_ms - entry.last_timestamp >= expiration_ms and not entry.in_transaction
         ]
         for pid in expired:
             del self._producers[pid]

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 # The protocol's "no epoch given" value (KIP-320).
 NO_EPOCH = -1
+# Fetch and ListOffsets isolation level of read_committed consumers (KIP-98).
+READ_COMMITTED = 1
 
 
 def leader_partition(broker: Broker, topic: str, index: int) -> Partition:

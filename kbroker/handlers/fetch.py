@@ -1,4 +1,5 @@
-"""Fetch: file regions below the high watermark, with long polling.
+"""Fetch: file regions below the high watermark (the last stable offset for
+read_committed), with long polling.
 
 Each partition's data is a FileRegion of whole batches from one segment, sent
 by the server with sendfile: no record is decoded or copied through Python.
@@ -14,6 +15,13 @@ partitions changes or max_wait_ms passes, then is answered with what there is.
 Incremental fetch sessions (KIP-227) are not kept: session id 0 tells clients
 to send full fetch requests.
 
+Transactions (KIP-98): every answer carries the partition's last stable offset (LSO).
+A consumer with isolation_level 1 (read_committed, v4+) reads only below the LSO and
+gets the aborted transactions overlapping the offsets returned, from the aborted-transaction
+indexes (kbroker/log/txn_index.py), so it can drop their records; the data is still a file
+region sent with sendfile. A marker or a high-watermark move changes the LSO and notifies the
+purgatory, which wakes read_committed fetchers as it wakes the others.
+
 A fetch with a replica id (>= 0) comes from a follower: it reads up to the log
 end offset rather than the high watermark, and its fetch offset is the
 follower's log end offset, which the leader records once per request (before
@@ -27,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from kbroker.handlers.common import (
     LEADER_MOVED,
+    READ_COMMITTED,
     broker_endpoints,
     check_leader_epoch,
     current_leader,
@@ -36,6 +45,7 @@ from kbroker.log.file_region import FileRegion
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.fetch_request import FetchPartition, FetchRequest
 from wire.messages.fetch_response import (
+    AbortedTransaction,
     FetchableTopicResponse,
     FetchResponse,
     LeaderIdAndEpoch,
@@ -68,39 +78,50 @@ def _read_partition(
     limit: int,
     min_one_batch: bool,
     from_follower: bool,
+    read_committed: bool,
 ) -> PartitionData:
     try:
         partition = leader_partition(broker, topic, wanted.partition)
         check_leader_epoch(partition, wanted.current_leader_epoch)
-        region = partition.log.read(
-            wanted.fetch_offset,
-            limit,
-            max_offset=partition.log.log_end_offset if from_follower else partition.high_watermark,
-            min_one_batch=min_one_batch,
+        last_stable_offset = partition.last_stable_offset
+        if from_follower:
+            max_offset = partition.log.log_end_offset
+        elif read_committed:
+            max_offset = last_stable_offset
+        else:
+            max_offset = partition.high_watermark
+        found = partition.log.read_with_end(
+            wanted.fetch_offset, limit, max_offset=max_offset, min_one_batch=min_one_batch
         )
     except KafkaError as exc:
         data = PartitionData(partition_index=wanted.partition, error_code=exc.code, records=b"")
         known = broker.partition(topic, wanted.partition)
         if known is not None:
             data.high_watermark = known.high_watermark
-            data.last_stable_offset = known.high_watermark
+            data.last_stable_offset = known.last_stable_offset
             data.log_start_offset = known.log.log_start_offset
         else:
             data.high_watermark = -1
         return data
-    records: bytes | FileRegion = b"" if region is None else region
-    magic = _legacy_magic(version)
-    if magic is not None and region is not None:
-        records = from_v2_batches(region.read(), magic)
-    # No transactions yet, so the last stable offset is the high watermark.
-    return PartitionData(
+    data = PartitionData(
         partition_index=wanted.partition,
         error_code=ErrorCode.NONE,
         high_watermark=partition.high_watermark,
-        last_stable_offset=partition.high_watermark,
+        last_stable_offset=last_stable_offset,
         log_start_offset=partition.log.log_start_offset,
-        records=records,
+        records=b"",
     )
+    if found is None:
+        return data
+    region, end_offset = found
+    magic = _legacy_magic(version)
+    data.records = region if magic is None else from_v2_batches(region.read(), magic)
+    if read_committed:
+        data.aborted_transactions = [
+            AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+            for t in partition.log.aborted_transactions(wanted.fetch_offset, end_offset)
+        ]
+    return data
 
 
 def _size(records: object) -> int:
@@ -163,6 +184,7 @@ def _fetch_once(
                 limit,
                 min_one_batch=total == 0,
                 from_follower=replica_id_of(request, version) >= 0,
+                read_committed=version >= 4 and request.isolation_level == READ_COMMITTED,
             )
             any_error = any_error or data.error_code != ErrorCode.NONE
             size = _size(data.records)

@@ -1,18 +1,18 @@
 """ListOffsets: earliest, latest, by timestamp and max timestamp.
 
-"Latest" is the high watermark (the last stable offset for read_committed,
-which equals it while there are no transactions): the offset the next
-committed record will get, however the log was written. Spark's Kafka source
-reads exactly up to it (COMPAT-NOTES). By timestamp answers the first offset
-whose timestamp is at or after the target, through the time index, or -1 when
-there is none.
+"Latest" is the high watermark, or the last stable offset for isolation level
+1 (read_committed, v2+, KIP-98): the offset the next visible record will get,
+however the log was written. Spark's Kafka source reads exactly up to it
+(COMPAT-NOTES). By timestamp answers the first offset whose timestamp is at or
+after the target, through the time index, or -1 when there is none below that
+same bound.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kbroker.handlers.common import check_leader_epoch, leader_partition
+from kbroker.handlers.common import READ_COMMITTED, check_leader_epoch, leader_partition
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
 from wire.messages.list_offsets_response import (
@@ -33,10 +33,11 @@ EARLIEST_LOCAL = -4  # KIP-405, v8+: no tiered storage, so the log start
 LATEST_TIERED = -5  # KIP-1005, v9+: nothing is tiered, so the log start
 
 
-def _lookup(partition: Partition, timestamp: int) -> tuple[int, int]:
+def _lookup(partition: Partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
     """(timestamp, offset) answered for a target timestamp or a special value."""
+    visible_end = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
-        return -1, partition.high_watermark
+        return -1, visible_end
     if timestamp in (EARLIEST, EARLIEST_LOCAL, LATEST_TIERED):
         return -1, partition.log.log_start_offset
     if timestamp == MAX_TIMESTAMP:
@@ -46,14 +47,14 @@ def _lookup(partition: Partition, timestamp: int) -> tuple[int, int]:
     if timestamp < 0:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"timestamp {timestamp}")
     found = partition.log.offset_for_timestamp(timestamp)
-    if found is None or found[0] >= partition.high_watermark:
+    if found is None or found[0] >= visible_end:
         return -1, -1
     offset, found_timestamp = found
     return found_timestamp, offset
 
 
 def _answer(
-    broker: Broker, topic: str, wanted: ListOffsetsPartition, version: int
+    broker: Broker, topic: str, wanted: ListOffsetsPartition, version: int, isolation_level: int
 ) -> ListOffsetsPartitionResponse:
     response = ListOffsetsPartitionResponse(partition_index=wanted.partition_index)
     try:
@@ -61,7 +62,9 @@ def _answer(
         check_leader_epoch(partition, wanted.current_leader_epoch)
         if wanted.timestamp == MAX_TIMESTAMP and version < 7:
             raise KafkaError(ErrorCode.UNSUPPORTED_VERSION)
-        timestamp, offset = _lookup(partition, wanted.timestamp)
+        timestamp, offset = _lookup(
+            partition, wanted.timestamp, read_committed=isolation_level == READ_COMMITTED
+        )
     except KafkaError as exc:
         response.error_code = exc.code
         return response
@@ -79,11 +82,15 @@ def _answer(
 async def handle_list_offsets(
     broker: Broker, header: RequestHeader, request: ListOffsetsRequest, version: int
 ) -> ListOffsetsResponse:
+    isolation_level = request.isolation_level if version >= 2 else 0
     return ListOffsetsResponse(
         topics=[
             ListOffsetsTopicResponse(
                 name=topic.name,
-                partitions=[_answer(broker, topic.name, p, version) for p in topic.partitions],
+                partitions=[
+                    _answer(broker, topic.name, p, version, isolation_level)
+                    for p in topic.partitions
+                ],
             )
             for topic in request.topics
         ]

@@ -13,6 +13,12 @@ request waits in the purgatory until the high watermark passes every appended
 batch (the whole ISR has it), and answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when
 the ISR shrank below min.insync.replicas meanwhile, NOT_LEADER_OR_FOLLOWER when
 leadership moved, REQUEST_TIMED_OUT after timeout_ms.
+
+Transactional batches (KIP-98) need the request's transactional id: without one the whole
+request is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers. The
+producer state then checks them (kbroker/producer_state.py): an older producer epoch gets
+INVALID_PRODUCER_EPOCH, a non-transactional batch while the producer's transaction is open
+INVALID_TXN_STATE.
 """
 
 from __future__ import annotations
@@ -37,7 +43,12 @@ from wire.messages.produce_response import (
     TopicProduceResponse,
 )
 from wire.messages.request_header import RequestHeader
-from wire.records.batch import peek_magic, validate_produce_records
+from wire.records.batch import (
+    BATCH_HEADER_SIZE,
+    peek_magic,
+    read_header,
+    validate_produce_records,
+)
 from wire.records.legacy import to_v2_batches
 
 if TYPE_CHECKING:
@@ -104,6 +115,19 @@ async def _await_replication(
             response.base_offset = -1
 
 
+def _has_transactional_records(request: ProduceRequest) -> bool:
+    """Whether the first batch of any partition is a transactional v2 batch (a valid
+    request holds one batch per partition; the rest is checked at append)."""
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            records = data.records
+            if records is None or len(records) < BATCH_HEADER_SIZE:
+                continue
+            if peek_magic(records) == 2 and read_header(records).is_transactional:
+                return True
+    return False
+
+
 async def handle_produce(
     broker: Broker, header: RequestHeader, request: ProduceRequest, version: int
 ) -> ProduceResponse | None:
@@ -111,8 +135,11 @@ async def handle_produce(
     request_error: KafkaError | None = None
     if acks not in VALID_ACKS:
         request_error = KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}")
-    elif request.transactional_id is not None:
-        request_error = KafkaError(ErrorCode.INVALID_REQUEST, "transactions are not supported yet")
+    elif request.transactional_id is None and _has_transactional_records(request):
+        request_error = KafkaError(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "transactional records need a transactional id",
+        )
     failed = False
     waiting: list[tuple[Partition, int, PartitionProduceResponse]] = []
     responses: list[TopicProduceResponse] = []

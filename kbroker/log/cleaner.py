@@ -3,20 +3,23 @@
 Kafka's design, step by step:
 1. Choice (event loop thread, `grab_filthiest`): for each compacted log, the cleanable range
    is [log start, first uncleanable offset) where the first uncleanable offset is the lowest
-   of the active segment's base offset (the active segment is never cleaned), the high
-   watermark, and the base of the first segment holding a record newer than
-   min.compaction.lag.ms. Only whole segments below it are cleanable. The part from the
-   first dirty offset (the cleaner checkpoint) on is the dirty head; the dirty ratio is
-   dirty bytes / cleanable bytes. The log with the highest ratio above
-   min.cleanable.dirty.ratio is cleaned; so is a log whose dirty head is older than
-   max.compaction.lag.ms, or whose earliest tombstone delete horizon has passed.
+   of the active segment's base offset (the active segment is never cleaned), the last
+   stable offset (below the high watermark, and no undecided transaction), and the base of
+   the first segment holding a record newer than min.compaction.lag.ms. Only whole segments
+   below it are cleanable. The part from the first dirty offset (the cleaner checkpoint) on
+   is the dirty head; the dirty ratio is dirty bytes / cleanable bytes. The log with the
+   highest ratio above min.cleanable.dirty.ratio is cleaned; so is a log whose dirty head is
+   older than max.compaction.lag.ms, or whose earliest tombstone delete horizon has passed.
 2. Map (cleaner thread, `build`): key -> last offset over the dirty head, whole segments
    only, bounded by log.cleaner.dedupe.buffer.size (24 bytes an entry, as Kafka counts,
-   times log.cleaner.io.buffer.load.factor, shared by the cleaner threads).
+   times log.cleaner.io.buffer.load.factor, shared by the cleaner threads). Records of
+   aborted transactions (the aborted-transaction indexes, read on the loop thread when
+   planning) are left out.
 3. Rewrite (cleaner thread): the segments from the log start to the end of the mapped range,
    grouped so that each group's output fits one segment (segment.bytes, the index size,
    an int32 offset range), are rewritten into `<base>.*.cleaned` files keeping what
-   compaction.py's rules keep; indexes are rebuilt for the new files, everything fsynced.
+   compaction.py's rules keep; indexes are rebuilt for the new files (the aborted-transaction
+   index from the abort markers kept), everything fsynced.
    Reads go through the cleaner's own file descriptors, so retention on the event loop
    can never pull a file from under it. Reading and writing are throttled to
    log.cleaner.io.max.bytes.per.second over all cleaner threads.
@@ -44,15 +47,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbroker.log.compaction import encode_batch, filter_batch
+from kbroker.log.compaction import (
+    ActiveProducer,
+    CleanedTransactions,
+    encode_batch,
+    filter_batch,
+)
 from kbroker.log.fileio import fsync_dir, unlink_quietly, write_all
 from kbroker.log.log_config import LONG_MAX
 from kbroker.log.log_manager import LogManager, TopicPartition, read_offset_checkpoint
 from kbroker.log.log_manager import write_offset_checkpoint as write_checkpoint
 from kbroker.log.offset_index import OffsetIndex
 from kbroker.log.partition_log import PartitionLog
-from kbroker.log.segment import CLEANED_SUFFIX, INT32_MAX, SCAN_CHUNK, LogSegment, scan_batches
+from kbroker.log.segment import (
+    CLEANED_SUFFIX,
+    INT32_MAX,
+    SCAN_CHUNK,
+    LogSegment,
+    scan_batches,
+    txn_index_path,
+)
 from kbroker.log.time_index import TimeIndex
+from kbroker.log.txn_index import TxnIndex
+from kbroker.producer_state import AbortedTxn
 from wire.records.batch import BatchHeader, read_header
 from wire.records.record import decode_batch
 
@@ -133,6 +150,7 @@ class SegmentRef:
     end_offset: int  # the next segment's base offset
     size: int
     path: Path
+    aborted: tuple[AbortedTxn, ...]  # the aborted transactions overlapping it
 
 
 @dataclass
@@ -144,7 +162,7 @@ class CleanPlan:
     first_dirty: int
     cleanable: list[SegmentRef]  # from the log start to the first uncleanable offset
     dirty_index: int  # cleanable[dirty_index:] is the dirty head
-    producer_last_offsets: dict[int, int]
+    producers: dict[int, ActiveProducer]
     now_ms: int
     delete_retention_ms: int
     segment_bytes: int
@@ -208,13 +226,14 @@ class LogCleaner:
         logs: LogManager,
         config: CleanerConfig,
         *,
-        high_watermark: Callable[[TopicPartition], int | None] = lambda _tp: None,
+        stable_offset: Callable[[TopicPartition], int | None] = lambda _tp: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`high_watermark(tp)` bounds the cleanable range (None: the log end offset)."""
+        """`stable_offset(tp)`, the last stable offset, bounds the cleanable range (None: the
+        log end offset)."""
         self.logs = logs
         self.config = config
-        self._high_watermark = high_watermark
+        self._stable_offset = stable_offset
         self._clock = clock
         self.throttler = Throttler(config.io_max_bytes_per_second)
         self.stats = CleanerStats()
@@ -257,10 +276,10 @@ class LogCleaner:
             return None
         now_ms = self._now_ms()
         segments = plog.segments()
-        hw = self._high_watermark(tp)
+        stable = self._stable_offset(tp)
         uncleanable = segments[-1].base_offset
-        if hw is not None:
-            uncleanable = min(uncleanable, hw)
+        if stable is not None:
+            uncleanable = min(uncleanable, stable)
         first_dirty = self.first_dirty_offset(tp, plog)
         refs: list[SegmentRef] = []
         for segment, following in zip(segments, segments[1:], strict=False):
@@ -273,7 +292,14 @@ class LogCleaner:
                 and now_ms - segment.largest_timestamp < config.min_compaction_lag_ms
             ):
                 break
-            ref = SegmentRef(segment, segment.base_offset, end, segment.size, segment.log_path)
+            ref = SegmentRef(
+                segment,
+                segment.base_offset,
+                end,
+                segment.size,
+                segment.log_path,
+                tuple(plog.aborted_transactions(segment.base_offset, end)),
+            )
             refs.append(ref)
         if not refs:
             return None
@@ -291,9 +317,10 @@ class LogCleaner:
         if not due:
             return None
         producers = {
-            pid: entry.batches[-1].last_offset
+            pid: ActiveProducer(
+                entry.epoch, entry.batches[-1].last_offset if entry.batches else None
+            )
             for pid, entry in plog.producers.entries().items()
-            if entry.batches
         }
         plan = CleanPlan(
             tp=tp,
@@ -301,7 +328,7 @@ class LogCleaner:
             first_dirty=first_dirty,
             cleanable=refs,
             dirty_index=dirty_index,
-            producer_last_offsets=producers,
+            producers=producers,
             now_ms=now_ms,
             delete_retention_ms=config.delete_retention_ms,
             segment_bytes=config.segment_bytes,
@@ -349,13 +376,18 @@ class LogCleaner:
         mapped_end = plan.first_dirty
         bytes_read = 0
         limit = self.config.max_map_entries
-        for ref in plan.cleanable[plan.dirty_index :]:
+        dirty = plan.cleanable[plan.dirty_index :]
+        transactions = CleanedTransactions.of(t for ref in dirty for t in ref.aborted)
+        for ref in dirty:
             if latest and len(latest) >= limit:
                 break
             bytes_read += ref.size
             for header, batch in self._read_batches(ref):
                 if header.is_control:
+                    transactions.on_control_batch(header, batch)
                     continue
+                if transactions.on_data_batch(header):
+                    continue  # aborted records never enter the map
                 _, records = decode_batch(batch)
                 for record in records:
                     if record.key is not None:
@@ -396,6 +428,7 @@ class LogCleaner:
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             out = _SegmentWriter(fd, base, plan.index_interval_bytes, self.throttler)
+            transactions = CleanedTransactions.of(t for ref in group for t in ref.aborted)
             dropped_last: BatchHeader | None = None
             for ref in group:
                 result.bytes_read += ref.size
@@ -405,7 +438,8 @@ class LogCleaner:
                         batch,
                         header,
                         latest=latest,
-                        producer_last_offsets=plan.producer_last_offsets,
+                        producers=plan.producers,
+                        transactions=transactions,
                         now_ms=plan.now_ms,
                         delete_retention_ms=plan.delete_retention_ms,
                     )
@@ -438,6 +472,9 @@ class LogCleaner:
         os.utime(log_path, ns=(input_max_ts * 1_000_000, input_max_ts * 1_000_000))
         OffsetIndex(index_path, base, plan.index_bytes).replace(out.index_entries)
         TimeIndex(time_path, base, plan.index_bytes).replace(out.final_time_entries())
+        txn_path = txn_index_path(directory, base, CLEANED_SUFFIX)
+        result.cleaned_files.append(txn_path)
+        TxnIndex(txn_path).replace(transactions.cleaned_index)
         fsync_dir(directory)
 
     # Installing (event loop thread) -----------------------------------------------------

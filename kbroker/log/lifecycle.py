@@ -49,29 +49,29 @@ class StorageLifecycle:
         logs: LogManager,
         settings: LifecycleSettings,
         *,
-        high_watermark: Callable[[TopicPartition], int | None],
+        stable_offset: Callable[[TopicPartition], int | None],
         on_change: Callable[[TopicPartition], None] = lambda _tp: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`high_watermark(tp)`: None for a log this broker does not serve (left alone by
+        """`stable_offset(tp)`: the partition's last stable offset, which retention and the
+        cleaner never pass (at most the high watermark); None for a log this broker does not
+        serve (left alone by
         retention). `on_change(tp)` runs after retention moved a log start offset."""
         self.logs = logs
         self.settings = settings
-        self._high_watermark = high_watermark
+        self._stable_offset = stable_offset
         self._on_change = on_change
-        self.cleaner = LogCleaner(
-            logs, settings.cleaner, high_watermark=high_watermark, clock=clock
-        )
+        self.cleaner = LogCleaner(logs, settings.cleaner, stable_offset=stable_offset, clock=clock)
         self._retention_task: asyncio.Task[None] | None = None
 
     def enforce_retention(self) -> int:
         """One retention pass over every served log; returns the segments deleted."""
         deleted = 0
         for tp, plog in self.logs.logs().items():
-            hw = self._high_watermark(tp)
-            if hw is None:
+            bound = self._stable_offset(tp)
+            if bound is None:
                 continue
-            count = plog.enforce_retention(high_watermark=hw)
+            count = plog.enforce_retention(stable_offset=bound)
             if count:
                 log.info(
                     "%s-%d: retention deleted %d segments, log start offset now %d",

@@ -3,6 +3,7 @@
 Directory contents (formats in the modules named):
 - `<20-digit base offset>.log`, `.index`, `.timeindex` per segment (segment.py,
   offset_index.py, time_index.py), ordered by base offset; the last one is the active segment;
+- `<20-digit base offset>.txnindex` for segments holding abort markers (txn_index.py);
 - `leader-epoch-checkpoint` (leader_epochs.py);
 - `<20-digit offset>.snapshot` producer state snapshots (producer_snapshot.py);
 - `*.tmp` files are unfinished atomic replacements; they are deleted on open;
@@ -11,6 +12,14 @@ Directory contents (formats in the modules named):
 The log start offset is held in memory and checkpointed by the LogManager (Kafka's
 `log-start-offset-checkpoint`); without a checkpoint it is the first segment's base offset.
 So is the recovery point (`recovery-point-offset-checkpoint`): every byte below it is fsynced.
+
+Transactions (KIP-98): the producer state (producer_state.py) follows every appended batch,
+markers included; an abort marker adds an entry to the aborted-transaction index of the
+segment it lands in, on the leader and on followers alike. A segment scanned by recovery gets
+its aborted-transaction index rebuilt: the producer state is replayed from the newest
+snapshot at or below the first scanned segment, and the aborted transactions whose markers
+lie in scanned segments are written again (a lone `.txnindex` missing from a segment that
+needed no recovery cannot be told from one that never had an abort, as in Kafka).
 
 Segments leave the log (retention, DeleteRecords, truncation, replacement by a cleaned
 segment) by a rename to `<name>.deleted`; the files are unlinked file.delete.delay.ms later
@@ -26,7 +35,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,17 +53,19 @@ from kbroker.log.segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIMEINDEX_SUFFIX,
+    TXNINDEX_SUFFIX,
     LazySegment,
     LogSegment,
 )
 from kbroker.log.swap import install_cleaned, resolve_leftovers
 from kbroker.producer_state import (
+    AbortedTxn,
     BatchMetadata,
     ProducerBatch,
     ProducerStateManager,
     last_sequence,
 )
-from wire.errors import ErrorCode, KafkaError
+from wire.errors import DecodeError, ErrorCode, KafkaError
 from wire.records.batch import (
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
@@ -63,6 +74,7 @@ from wire.records.batch import (
     set_max_timestamp_log_append,
     set_partition_leader_epoch,
 )
+from wire.records.control import read_end_txn_marker
 from wire.records.record import decode_batch
 
 log = logging.getLogger(__name__)
@@ -82,8 +94,15 @@ class AppendResult:
     duplicate: bool = False
 
 
-def producer_batch(header: BatchHeader) -> ProducerBatch:
-    """The producer-state view of a batch header (offsets as in the header)."""
+def producer_batch(header: BatchHeader, data: bytes | bytearray | memoryview) -> ProducerBatch:
+    """The producer-state view of a batch (offsets as in the header); `data` holds the bytes
+    of a control batch, whose transaction marker is decoded (unused for data batches)."""
+    marker = None
+    if header.is_control:
+        try:
+            marker = read_end_txn_marker(data)
+        except (KafkaError, DecodeError) as exc:
+            log.warning("unreadable control batch at offset %d: %s", header.base_offset, exc)
     return ProducerBatch(
         producer_id=header.producer_id,
         producer_epoch=header.producer_epoch,
@@ -93,6 +112,8 @@ def producer_batch(header: BatchHeader) -> ProducerBatch:
         last_offset=header.last_offset,
         timestamp=header.max_timestamp,
         is_control=header.is_control,
+        is_transactional=header.is_transactional,
+        marker=marker,
     )
 
 
@@ -131,6 +152,9 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         # Set when open() had to scan and validate segments (unclean shutdown or bad indexes).
         self.recovered_segments: list[int] = []
+        # Base offsets of the segments with a .txnindex, ascending; None when it must be
+        # listed again (after a change to the set of segments or of index files).
+        self._txn_index_bases: list[int] | None = None
 
     # Opening ---------------------------------------------------------------------------
 
@@ -170,7 +194,7 @@ class PartitionLog:
         )
         known = set(bases)
         for name in names:
-            for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX):
                 stem = name[: -len(suffix)]
                 if name.endswith(suffix) and _is_offset_stem(stem) and int(stem) not in known:
                     unlink_quietly(directory / name)
@@ -199,23 +223,36 @@ class PartitionLog:
         epochs.truncate_from_start(plog.log_start_offset)
         plog._flushed_offset = plog.log_end_offset
         plog.recovery_point = plog.log_end_offset
-        plog._load_producer_state()
+        plog._load_producer_state(rebuild_txn_indexes=set(recovered) & set(plog._bases))
         return plog
 
-    def _load_producer_state(self) -> None:
-        """Load the newest snapshot at or below the log end, then replay batch headers after
-        it (from the first segment when there is none)."""
+    def _load_producer_state(self, rebuild_txn_indexes: set[int] | None = None) -> None:
+        """Load the newest snapshot at or below the log end (at or below the first segment
+        of `rebuild_txn_indexes`, base offsets whose aborted-transaction index is rebuilt),
+        then replay batches after it (from the first segment when there is none)."""
         leo = self.log_end_offset
         first_base = self._segments[0].base_offset
         present = producer_snapshot.delete_outside(self.directory, first_base, leo)
-        loaded = producer_snapshot.load_latest(self.directory, leo, present)
+        upto = min(rebuild_txn_indexes) if rebuild_txn_indexes else leo
+        loaded = producer_snapshot.load_latest(self.directory, upto, present)
         if loaded is None:
             self.producers.clear()
             start = first_base
         else:
             start, entries = loaded
             self.producers.load(entries)
-        self.producers.replay(self._producer_batches_from(start))
+        aborted = self.producers.replay(self._producer_batches_from(start))
+        if not rebuild_txn_indexes:
+            return
+        by_segment: dict[int, list[AbortedTxn]] = {base: [] for base in rebuild_txn_indexes}
+        for entry in aborted:
+            base = self._bases[self._segment_index(entry.last_offset)]
+            if base in by_segment:
+                by_segment[base].append(entry)
+        for segment in self._segments:
+            if segment.base_offset in by_segment:
+                segment.txn_index.replace(by_segment[segment.base_offset])
+        self._txn_index_bases = None
 
     def _producer_batches_from(self, offset: int) -> Iterable[ProducerBatch]:
         i = self._segment_index(offset)
@@ -223,9 +260,10 @@ class PartitionLog:
             if segment.next_offset <= offset:
                 continue
             _, position = segment.index.lookup(offset)
-            for _, header in segment.batches_from(position, chunk=1 << 20):
+            for pos, header in segment.batches_from(position, chunk=1 << 20):
                 if header.base_offset >= offset and header.has_producer_id:
-                    yield producer_batch(header)
+                    data = segment.read_batch(pos, header) if header.is_control else b""
+                    yield producer_batch(header, data)
 
     # Properties ------------------------------------------------------------------------
 
@@ -279,7 +317,13 @@ class PartitionLog:
         for _, header in parsed:
             planned.append(header._replace(base_offset=next_offset))
             next_offset += header.last_offset_delta + 1
-        checked = self.producers.prepare([producer_batch(h) for h in planned if h.has_producer_id])
+        checked = self.producers.prepare(
+            [
+                producer_batch(h, memoryview(batches)[pos : pos + h.size] if h.is_control else b"")
+                for (pos, _), h in zip(parsed, planned, strict=True)
+                if h.has_producer_id
+            ]
+        )
         if isinstance(checked, BatchMetadata):
             return AppendResult(
                 checked.first_offset, checked.last_offset, -1, self.log_start_offset, True
@@ -298,7 +342,7 @@ class PartitionLog:
             final.append(header)
         self._append(batches, final, [pos for pos, _ in parsed])
         self.epochs.assign(leader_epoch, final[0].base_offset)
-        self.producers.commit(checked)
+        self._index_aborted(self.producers.commit(checked))
         self._maybe_flush_messages()
         return AppendResult(
             final[0].base_offset,
@@ -323,11 +367,24 @@ class PartitionLog:
         self._append(batches, headers, [pos for pos, _ in parsed])
         for header in headers:
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-        self.producers.replay(producer_batch(h) for h in headers if h.has_producer_id)
+        view = memoryview(batches)
+        aborted = self.producers.replay(
+            producer_batch(h, view[pos : pos + h.size] if h.is_control else b"")
+            for pos, h in parsed
+            if h.has_producer_id
+        )
+        self._index_aborted(aborted)
         self._maybe_flush_messages()
         return AppendResult(
             headers[0].base_offset, headers[-1].last_offset, -1, self.log_start_offset
         )
+
+    def _index_aborted(self, aborted: list[AbortedTxn]) -> None:
+        """Record aborted transactions whose markers were just appended (to the active
+        segment)."""
+        for entry in aborted:
+            self.active_segment.txn_index.append(entry)
+            self._txn_index_bases = None
 
     def _append(
         self, data: bytearray | bytes | memoryview, headers: list[BatchHeader], positions: list[int]
@@ -383,11 +440,21 @@ class PartitionLog:
     def read(
         self, offset: int, max_bytes: int, *, max_offset: int, min_one_batch: bool
     ) -> FileRegion | None:
+        """`read_with_end` without the end offset."""
+        found = self.read_with_end(
+            offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch
+        )
+        return None if found is None else found[0]
+
+    def read_with_end(
+        self, offset: int, max_bytes: int, *, max_offset: int, min_one_batch: bool
+    ) -> tuple[FileRegion, int] | None:
         """Whole batches from the one containing `offset`, all within one segment and below
         `max_offset` (the high watermark), at most `max_bytes` unless `min_one_batch` and the
         first batch is larger (KIP-74). Without `min_one_batch`, a first batch larger than
         `max_bytes` is returned cut at `max_bytes`, as Kafka does for pre-KIP-74 fetches, so
-        the client can tell the batch is too large. None when there is nothing to return."""
+        the client can tell the batch is too large. None when there is nothing to return;
+        else the region and the offset after its last (possibly cut) batch."""
         self._check_range(offset)
         if offset >= max_offset or offset >= self.log_end_offset:
             return None
@@ -403,14 +470,41 @@ class PartitionLog:
             return None
         if first.size > max_bytes:
             if min_one_batch:
-                return FileRegion(segment.file, start, first.size)
-            return FileRegion(segment.file, start, max_bytes) if max_bytes > 0 else None
+                return FileRegion(segment.file, start, first.size), first.next_offset
+            if max_bytes <= 0:
+                return None
+            return FileRegion(segment.file, start, max_bytes), first.next_offset
         end = start + first.size
+        end_offset = first.next_offset
         for pos, header in segment.batches_from(end):
             if header.next_offset > max_offset or pos + header.size - start > max_bytes:
                 break
             end = pos + header.size
-        return FileRegion(segment.file, start, end - start)
+            end_offset = header.next_offset
+        return FileRegion(segment.file, start, end - start), end_offset
+
+    def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start, upper), from the aborted-transaction
+        indexes of the segment holding `start` on (Kafka's collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        if self._txn_index_bases is None:
+            present = set(self._bases)
+            self._txn_index_bases = sorted(
+                int(name[: -len(TXNINDEX_SUFFIX)])
+                for name in os.listdir(self.directory)
+                if name.endswith(TXNINDEX_SUFFIX)
+                and _is_offset_stem(name[: -len(TXNINDEX_SUFFIX)])
+                and int(name[: -len(TXNINDEX_SUFFIX)]) in present
+            )
+        bases = self._txn_index_bases
+        floor = self._bases[self._segment_index(start)]
+        for base in bases[bisect_left(bases, floor) :]:
+            segment = self._segments[self._segment_index(base)]
+            entries, complete = segment.txn_index.collect(start, upper)
+            found.extend(entries)
+            if complete:
+                break
+        return found
 
     def _record_at_or_after(
         self,
@@ -489,10 +583,11 @@ class PartitionLog:
         producer_snapshot.delete_outside(self.directory, self._bases[0], self.log_end_offset)
         return self.log_start_offset
 
-    def enforce_retention(self, *, high_watermark: int) -> int:
+    def enforce_retention(self, *, stable_offset: int) -> int:
         """Delete the oldest segments breaching retention.ms (now - largest timestamp >
         retention.ms) or retention.bytes (while the log stays at or above the limit without
-        them), as Kafka's retention does; only segments wholly below `high_watermark` go, and
+        them), as Kafka's retention does; only segments wholly below `stable_offset` (the last
+        stable offset: no undecided transaction is cut, nothing uncommitted goes) go, and
         nothing when cleanup.policy lacks "delete". Returns the number of segments deleted."""
         config = self._config
         if "delete" not in config.cleanup_policy:
@@ -502,7 +597,7 @@ class PartitionLog:
         excess = self.size_bytes - config.retention_bytes
         for i, segment in enumerate(self._segments):
             end = self._bases[i + 1] if i + 1 < len(self._bases) else segment.next_offset
-            if end > high_watermark or (segment.size == 0 and i == len(self._segments) - 1):
+            if end > stable_offset or (segment.size == 0 and i == len(self._segments) - 1):
                 break
             by_time = 0 <= config.retention_ms < now_ms - segment.largest_timestamp
             by_size = config.retention_bytes >= 0 and excess >= segment.size
@@ -531,6 +626,7 @@ class PartitionLog:
         segment = LogSegment.open(self.directory, base, self._config, self._now_ms())
         self._segments[i : i + len(group)] = [segment]
         self._bases[i : i + len(group)] = [base]
+        self._txn_index_bases = None
         for old, paths in zip(group, deleted, strict=True):
             self._retire_renamed(old, paths)
 
@@ -547,6 +643,7 @@ class PartitionLog:
                 self._retire(self._segments.pop())
                 self._bases.pop()
             self.active_segment.truncate_to(offset)
+        self._txn_index_bases = None
         leo = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, leo)
         self._flushed_offset = min(self._flushed_offset, leo)
@@ -582,6 +679,7 @@ class PartitionLog:
 
     def _retire_renamed(self, segment: LogSegment, paths: list[Path]) -> None:
         self._retired.append((self._now_ms(), segment, paths))
+        self._txn_index_bases = None
 
     def _close_retired(self, *, force: bool) -> None:
         now_ms = self._now_ms()

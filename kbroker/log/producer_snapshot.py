@@ -8,14 +8,16 @@ newest readable snapshot at or below its end offset and replays the batch header
 File format (kbroker's own; big-endian):
 
     magic           4 bytes  b"KBPS"
-    version         int16    1
+    version         int16    2 (1: without the two transaction fields, still read)
     crc             uint32   CRC-32C (Castagnoli) of every byte after this field
     producer_count  int32
     producer_count times:
-        producer_id     int64
-        epoch           int16
-        last_timestamp  int64
-        batch_count     int8     0..5, oldest first
+        producer_id                int64
+        epoch                      int16
+        last_timestamp             int64
+        coordinator_epoch          int32    (v2) of the last transaction marker, -1 if none
+        current_txn_first_offset   int64    (v2) first offset of the open transaction, -1
+        batch_count                int8     0..5, oldest first
         batch_count times:
             first_seq     int32
             last_seq      int32
@@ -23,8 +25,11 @@ File format (kbroker's own; big-endian):
             last_offset   int64
             timestamp     int64
 
-Unlike Kafka's snapshots (last batch only) all cached batches are kept, so duplicate
-detection of the last five batches survives a restart.
+The fields are those of Kafka's producer snapshot entries (producer id, epoch, sequences,
+offsets, timestamp, coordinator epoch, current transaction first offset), but unlike Kafka's
+snapshots (last batch only) all cached batches are kept, so duplicate detection of the last
+five batches survives a restart. Transactions closed by a marker the high watermark has not
+passed are not kept (nor are they in Kafka's).
 """
 
 from __future__ import annotations
@@ -43,10 +48,10 @@ log = logging.getLogger(__name__)
 
 SUFFIX = ".snapshot"
 MAGIC = b"KBPS"
-VERSION = 1
+VERSION = 2
 _HEAD = struct.Struct(">4shI")
 _COUNT = struct.Struct(">i")
-_PRODUCER = struct.Struct(">qhqb")
+_PRODUCER = {1: struct.Struct(">qhqb"), 2: struct.Struct(">qhqiqb")}
 _BATCH = struct.Struct(">iiqqq")
 
 
@@ -61,7 +66,14 @@ def snapshot_path(directory: Path, offset: int) -> Path:
 def encode(entries: dict[int, ProducerEntry]) -> bytes:
     body = bytearray(_COUNT.pack(len(entries)))
     for pid, entry in sorted(entries.items()):
-        body += _PRODUCER.pack(pid, entry.epoch, entry.last_timestamp, len(entry.batches))
+        body += _PRODUCER[VERSION].pack(
+            pid,
+            entry.epoch,
+            entry.last_timestamp,
+            entry.coordinator_epoch,
+            entry.current_txn_first_offset,
+            len(entry.batches),
+        )
         for b in entry.batches:
             body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp)
     return _HEAD.pack(MAGIC, VERSION, crc32c.crc32c(body)) + bytes(body)
@@ -71,8 +83,9 @@ def decode(data: bytes) -> dict[int, ProducerEntry]:
     """Parse a snapshot; raises SnapshotError when it is torn or corrupt."""
     try:
         magic, version, crc = _HEAD.unpack_from(data, 0)
-        if magic != MAGIC or version != VERSION:
+        if magic != MAGIC or version not in _PRODUCER:
             raise SnapshotError("unknown snapshot magic or version")
+        producer = _PRODUCER[version]
         body = memoryview(data)[_HEAD.size :]
         if crc32c.crc32c(body) != crc:
             raise SnapshotError("snapshot CRC mismatch")
@@ -80,11 +93,14 @@ def decode(data: bytes) -> dict[int, ProducerEntry]:
         pos = _COUNT.size
         entries: dict[int, ProducerEntry] = {}
         for _ in range(count):
-            pid, epoch, last_ts, nbatches = _PRODUCER.unpack_from(body, pos)
-            pos += _PRODUCER.size
+            fields = producer.unpack_from(body, pos)
+            pos += producer.size
+            pid, epoch, last_ts, nbatches = fields[0], fields[1], fields[2], fields[-1]
             if not 0 <= nbatches <= NUM_BATCHES_TO_RETAIN:
                 raise SnapshotError("bad batch count in snapshot")
             entry = ProducerEntry(epoch=epoch, last_timestamp=last_ts)
+            if version >= 2:
+                entry.coordinator_epoch, entry.current_txn_first_offset = fields[3], fields[4]
             for _ in range(nbatches):
                 entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
                 pos += _BATCH.size

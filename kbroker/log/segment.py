@@ -1,4 +1,5 @@
-"""One log segment: `<20-digit base offset>.log` plus its `.index` and `.timeindex`.
+"""One log segment: `<20-digit base offset>.log` plus its `.index` and `.timeindex`, and a
+`.txnindex` when it holds abort markers.
 
 The `.log` file is a plain concatenation of RecordBatch v2 batches (the wire format, offsets
 and leader epochs already assigned), exactly as Kafka stores them; the first batch's base
@@ -7,9 +8,9 @@ one os.write of whole batches on an unbuffered file, so appended bytes are visib
 os.pread/sendfile at once. Only headers are ever parsed here (61 bytes per batch); records
 stay opaque (partition_log.py decodes one batch for a timestamp lookup).
 
-The indexes are documented in offset_index.py and time_index.py.
+The indexes are documented in offset_index.py, time_index.py and txn_index.py.
 
-Suffixes appended to a segment's three file names during its lifecycle:
+Suffixes appended to a segment's file names during its lifecycle:
 - `.deleted`: the segment left the log (retention, DeleteRecords, truncation, replaced by a
   cleaned segment); the files are unlinked after `file.delete.delay.ms` (the open `.log`
   may still back fetch responses) or at the next start-up;
@@ -33,6 +34,8 @@ from kbroker.log.fileio import fsync_dir, pread_exact, unlink_quietly, write_all
 from kbroker.log.log_config import LogConfig
 from kbroker.log.offset_index import OffsetIndex
 from kbroker.log.time_index import NO_TIMESTAMP, TimeIndex
+from kbroker.log.txn_index import SUFFIX as TXNINDEX_SUFFIX
+from kbroker.log.txn_index import TxnIndex
 from wire.errors import DecodeError, KafkaError
 from wire.records.batch import BATCH_HEADER_SIZE, BatchHeader, read_header, validate_batch
 
@@ -41,7 +44,7 @@ log = logging.getLogger(__name__)
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -53,6 +56,11 @@ SCAN_CHUNK = 1 << 20
 
 def file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
+
+
+def txn_index_path(directory: Path, base_offset: int, extra: str = "") -> Path:
+    """The .txnindex path of a segment, with `extra` appended."""
+    return directory / (file_stem(base_offset) + TXNINDEX_SUFFIX + extra)
 
 
 def _sane(header: BatchHeader) -> bool:
@@ -113,6 +121,7 @@ class LogSegment:
         self.file = file
         self.index = index
         self.time_index = time_index
+        self.txn_index = TxnIndex(txn_index_path(directory, base_offset))
         self.created_ms = created_ms
         self.size = os.fstat(file.fileno()).st_size
         self.next_offset = base_offset
@@ -160,6 +169,7 @@ class LogSegment:
         """A new empty segment (existing files of that name are emptied)."""
         log_path, index_path, time_path = cls._paths(directory, base_offset)
         open(log_path, "wb").close()
+        unlink_quietly(txn_index_path(directory, base_offset))
         file = open(log_path, "a+b", buffering=0)
         segment = cls(
             directory,
@@ -376,6 +386,7 @@ class LogSegment:
         self.dirty = True
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         # Recompute the tail state from the last surviving index entry.
         self._last_indexed_position = self.index.last_position
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
@@ -406,6 +417,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
         self.dirty = False
 
     def close(self) -> None:
@@ -428,6 +440,7 @@ class LogSegment:
         until `close_log_file`."""
         self.index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         unlink_quietly(self.log_path)
 
     def close_log_file(self) -> None:
@@ -438,7 +451,7 @@ def rename_segment_files(directory: Path, base_offset: int, old: str, new: str) 
     """Rename the segment files `<stem><suffix><old>` that exist to `<stem><suffix><new>`
     (the .log last, so its presence means the indexes went first); returns the new paths."""
     renamed = []
-    for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX, LOG_SUFFIX):
+    for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX, LOG_SUFFIX):
         source = directory / (file_stem(base_offset) + suffix + old)
         target = directory / (file_stem(base_offset) + suffix + new)
         try:
@@ -452,7 +465,8 @@ def rename_segment_files(directory: Path, base_offset: int, old: str, new: str) 
 class LazySegment(LogSegment):
     """A sealed segment opened lazily (after a clean shutdown or below the recovery point).
 
-    Only `base_offset`, `config` and `dirty` are set; `size` costs one stat on first use;
+    Only `base_offset`, `config` and `dirty` are set; `size` costs one stat on first use,
+    `txn_index` is read on its own;
     the first access to anything else opens the files through `LogSegment.open`, recovers
     the segment if its indexes fail the sanity checks, and turns this object into a plain
     LogSegment (class swap), so later accesses cost nothing extra."""
@@ -473,6 +487,12 @@ class LazySegment(LogSegment):
             size = os.stat(self.log_path).st_size
             self.__dict__["size"] = size
             return size
+        if name == "txn_index":
+            # Read on its own: a read_committed fetch or the cleaner's plan needs the aborted
+            # transactions of a segment, not its data.
+            index = TxnIndex(txn_index_path(self.directory, self.base_offset))
+            self.__dict__["txn_index"] = index
+            return index
         self._load()
         return getattr(self, name)
 
@@ -508,3 +528,4 @@ class LazySegment(LogSegment):
     def delete_files(self) -> None:
         for path in self.paths(self.directory, self.base_offset):
             unlink_quietly(path)
+        unlink_quietly(txn_index_path(self.directory, self.base_offset))

@@ -2,9 +2,10 @@
 files such a replacement (or a deletion) can leave behind.
 
 The cleaner writes the replacement of a group of segments as `<base>.log.cleaned`,
-`<base>.index.cleaned` and `<base>.timeindex.cleaned` (`<base>` is the first replaced
-segment's base offset), fsyncs them, then `install_cleaned` runs these steps, each a set of
-renames followed by an fsync of the directory:
+`<base>.index.cleaned`, `<base>.timeindex.cleaned` and, when it holds abort markers,
+`<base>.txnindex.cleaned` (`<base>` is the first replaced segment's base offset), fsyncs
+them, then `install_cleaned` runs these steps, each a set of renames followed by an fsync of
+the directory:
 
 1. `.cleaned` -> `.swap` (indexes first, the .log last): from here on the replacement is
    committed; a `<base>.log.swap` means all of its files are complete;
@@ -39,6 +40,7 @@ from kbroker.log.segment import (
     LogSegment,
     rename_segment_files,
     scan_batches,
+    txn_index_path,
 )
 
 log = logging.getLogger(__name__)
@@ -107,7 +109,7 @@ def resolve_leftovers(directory: Path) -> None:
         log.warning("%s: completing an interrupted cleaner swap", swap_log)
         for old in segment_bases(directory):
             if base <= old < max(end, base + 1):
-                for path in LogSegment.paths(directory, old):
+                for path in (*LogSegment.paths(directory, old), txn_index_path(directory, old)):
                     unlink_quietly(path)
         rename_segment_files(directory, base, SWAP_SUFFIX, "")
         changed = True

@@ -71,7 +71,7 @@ def test_active_segment_and_high_watermark_bound_the_clean(tmp_path: Path) -> No
     active_bytes = active.read_batch(0, active.find_batch(bases[-1])[1])
     hw = bases[3]
     cleaner = cleaner_for(manager)
-    cleaner._high_watermark = lambda _tp: hw  # the broker's hook
+    cleaner._stable_offset = lambda _tp: hw  # the broker's hook
     before = read_kv(plog)
     assert cleaner.clean_once()
     after = read_kv(plog)
@@ -143,7 +143,7 @@ def test_small_segments_are_grouped_within_segment_bytes(tmp_path: Path) -> None
     assert all(seg.size <= config.segment_bytes for seg in plog.segments())
     # Grouping rule itself: consecutive, total input within segment.bytes.
     refs = [
-        SegmentRef(None, b, b + 10, size, Path("x"))  # type: ignore[arg-type]
+        SegmentRef(None, b, b + 10, size, Path("x"), ())  # type: ignore[arg-type]
         for b, size in [(0, 700), (10, 700), (20, 700), (30, 100), (40, 1900)]
     ]
     grouped = group_segments(refs, segment_bytes=2000, index_bytes=10_000, index_interval_bytes=100)
@@ -279,7 +279,7 @@ def test_retention_moving_the_log_start_abandons_a_clean(tmp_path: Path) -> None
     plan = cleaner.grab_filthiest()
     assert plan is not None
     result = cleaner.build(plan)
-    assert plog.enforce_retention(high_watermark=plog.log_end_offset) > 0
+    assert plog.enforce_retention(stable_offset=plog.log_end_offset) > 0
     before = read_kv(plog)
     assert not cleaner.install(result)
     assert read_kv(plog) == before
@@ -370,7 +370,7 @@ async def test_the_service_cleans_in_a_thread_while_the_loop_keeps_running(
     lifecycle = StorageLifecycle(
         manager,
         LifecycleSettings(retention_check_interval_ms=60_000, cleaner=cleaner_config),
-        high_watermark=lambda _tp: plog.log_end_offset,
+        stable_offset=lambda _tp: plog.log_end_offset,
     )
     loop = asyncio.get_running_loop()
     gaps: list[float] = []
@@ -406,7 +406,7 @@ async def test_two_cleaner_threads_clean_two_logs(tmp_path: Path) -> None:
     lifecycle = StorageLifecycle(
         manager,
         LifecycleSettings(cleaner=CleanerConfig(threads=2, backoff_ms=10)),
-        high_watermark=lambda _tp: None,
+        stable_offset=lambda _tp: None,
     )
     lifecycle.start()
     try:
@@ -440,7 +440,7 @@ async def test_a_log_the_cleaner_fails_on_is_marked_uncleanable(tmp_path: Path) 
     lifecycle = StorageLifecycle(
         manager,
         LifecycleSettings(cleaner=CleanerConfig(backoff_ms=10)),
-        high_watermark=lambda _tp: None,
+        stable_offset=lambda _tp: None,
     )
     lifecycle.start()
     try:

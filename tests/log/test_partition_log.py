@@ -522,13 +522,13 @@ def test_retention_by_time(tmp_path: Path) -> None:
     bases = plog.segment_base_offsets()
     # Segments whose newest record is older than 90_000 ms go (records 0..19).
     expired = [b for i, b in enumerate(bases[1:]) if 80_000 + (b - 1) * 500 < 90_000]
-    assert plog.enforce_retention(high_watermark=plog.log_end_offset) == len(expired)
+    assert plog.enforce_retention(stable_offset=plog.log_end_offset) == len(expired)
     assert plog.log_start_offset == bases[len(expired)]
     clock.advance_ms(10**6)
     # Everything is expired, but the high watermark protects the uncommitted tail.
-    assert plog.enforce_retention(high_watermark=bases[-1]) > 0
+    assert plog.enforce_retention(stable_offset=bases[-1]) > 0
     assert plog.log_start_offset == bases[-1]
-    assert plog.enforce_retention(high_watermark=plog.log_end_offset) == 1
+    assert plog.enforce_retention(stable_offset=plog.log_end_offset) == 1
     assert plog.log_start_offset == plog.log_end_offset == 40
     assert append(plog, batch(1)) == (40, 40)
 
@@ -537,7 +537,7 @@ def test_retention_by_size_and_policy(tmp_path: Path) -> None:
     plog = open_log(tmp_path, LogConfig(segment_bytes=1000, retention_bytes=2500, retention_ms=-1))
     for tag in range(60):
         append(plog, batch(1, value_size=50, tag=tag))
-    plog.enforce_retention(high_watermark=plog.log_end_offset)
+    plog.enforce_retention(stable_offset=plog.log_end_offset)
     # Kafka's rule: the oldest segments go while the log stays at or above the limit.
     first = (tmp_path / "topic-0" / f"{plog.segment_base_offsets()[0]:020d}.log").stat().st_size
     assert plog.size_bytes >= 2500 > plog.size_bytes - first
@@ -548,4 +548,4 @@ def test_retention_by_size_and_policy(tmp_path: Path) -> None:
     )
     for tag in range(30):
         append(compacted, batch(1, value_size=50, tag=tag))
-    assert compacted.enforce_retention(high_watermark=compacted.log_end_offset) == 0
+    assert compacted.enforce_retention(stable_offset=compacted.log_end_offset) == 0

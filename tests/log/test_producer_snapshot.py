@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
+import crc32c
 import pytest
 
 from kbroker.log import producer_snapshot
@@ -47,3 +49,21 @@ def test_load_latest_skips_and_deletes_corrupt_ones(tmp_path: Path) -> None:
     assert producer_snapshot.offsets(tmp_path) == [10, 30]
     producer_snapshot.delete_outside(tmp_path, 11, 40)
     assert producer_snapshot.offsets(tmp_path) == [30]
+
+
+def test_transaction_fields_round_trip() -> None:
+    entries = {
+        5: ProducerEntry(
+            epoch=1, last_timestamp=9, coordinator_epoch=3, current_txn_first_offset=77
+        )
+    }
+    assert producer_snapshot.decode(producer_snapshot.encode(entries)) == entries
+
+
+def test_version_1_snapshots_are_still_read() -> None:
+    body = struct.pack(">i", 1) + struct.pack(">qhqb", 42, 3, 1234, 1)
+    body += struct.pack(">iiqqq", 0, 4, 10, 14, 1000)
+    data = struct.pack(">4shI", b"KBPS", 1, crc32c.crc32c(body)) + body
+    entry = producer_snapshot.decode(data)[42]
+    assert (entry.epoch, entry.coordinator_epoch, entry.current_txn_first_offset) == (3, -1, -1)
+    assert entry.batches[0] == BatchMetadata(0, 4, 10, 14, 1000)

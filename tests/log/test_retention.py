@@ -29,7 +29,7 @@ def test_deleted_segments_are_renamed_then_removed_after_the_delay(tmp_path: Pat
     plog = PartitionLog.open(tmp_path / "t-0", config, recover=False, clock=clock)
     append_many(plog, 60)
     first = plog.segment_base_offsets()[0]
-    assert plog.enforce_retention(high_watermark=plog.log_end_offset) > 0
+    assert plog.enforce_retention(stable_offset=plog.log_end_offset) > 0
     gone = tmp_path / "t-0" / f"{first:020d}.log"
     assert not gone.exists()
     assert gone.with_name(gone.name + ".deleted").exists()
@@ -45,7 +45,7 @@ def test_leftover_deleted_files_are_removed_at_start_up(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=1000, retention_bytes=2000, retention_ms=-1)
     plog = PartitionLog.open(tmp_path / "t-0", config, recover=False)
     append_many(plog, 60)
-    plog.enforce_retention(high_watermark=plog.log_end_offset)
+    plog.enforce_retention(stable_offset=plog.log_end_offset)
     start = plog.log_start_offset
     assert list((tmp_path / "t-0").glob("*.deleted"))
     # A crash: nothing closed, the .deleted files stay behind.
@@ -67,7 +67,7 @@ def test_fetch_below_the_start_is_out_of_range_and_the_start_is_checkpointed(
     manager.open_all()
     plog = manager.get_or_create("t", 0, config)
     append_many(plog, 60)
-    plog.enforce_retention(high_watermark=plog.log_end_offset)
+    plog.enforce_retention(stable_offset=plog.log_end_offset)
     start = plog.log_start_offset
     assert start > 0
     with pytest.raises(KafkaError) as raised:
@@ -100,7 +100,7 @@ def test_empty_cleaned_segments_do_not_block_retention(tmp_path: Path) -> None:
     assert [h.records_count for h, _ in read_batches(plog) if h.base_offset < second] == [0]
     clock.advance_ms(20_000)
     count = len(plog.segments())
-    assert plog.enforce_retention(high_watermark=plog.log_end_offset) == count
+    assert plog.enforce_retention(stable_offset=plog.log_end_offset) == count
     assert plog.log_start_offset == plog.log_end_offset
 
 
@@ -112,7 +112,7 @@ def test_continuous_production_with_retention_bytes_stays_bounded(tmp_path: Path
     manager.open_all()
     plog = manager.get_or_create("t", 0, config)
     lifecycle = StorageLifecycle(
-        manager, LifecycleSettings(), high_watermark=lambda _tp: plog.log_end_offset
+        manager, LifecycleSettings(), stable_offset=lambda _tp: plog.log_end_offset
     )
     peak = 0
     for tag in range(3000):
@@ -144,7 +144,7 @@ async def test_retention_runs_every_check_interval_and_wakes_the_partition(
     lifecycle = StorageLifecycle(
         manager,
         LifecycleSettings(retention_check_interval_ms=20),
-        high_watermark=lambda tp: plog.log_end_offset if tp == ("t", 0) else None,
+        stable_offset=lambda tp: plog.log_end_offset if tp == ("t", 0) else None,
         on_change=changed.append,
     )
     lifecycle.start()

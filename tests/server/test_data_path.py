@@ -79,23 +79,24 @@ async def produce(
     return response
 
 
-async def fetch(
-    client: RawClient,
+def fetch_request(
     broker: Broker,
     topic: str,
     offset: int,
-    version: int = 12,
+    *,
     max_wait_ms: int = 0,
     min_bytes: int = 0,
     partition_max_bytes: int = 1 << 20,
     max_bytes: int = 50 << 20,
-) -> FetchResponse:
+    isolation_level: int = 0,
+) -> FetchRequest:
     info = broker.metadata.topic(topic)
     assert info is not None
-    request = FetchRequest(
+    return FetchRequest(
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
         max_bytes=max_bytes,
+        isolation_level=isolation_level,
         topics=[
             FetchTopic(
                 topic=topic,
@@ -108,6 +109,18 @@ async def fetch(
             )
         ],
     )
+
+
+async def fetch(
+    client: RawClient,
+    broker: Broker,
+    topic: str,
+    offset: int,
+    version: int = 12,
+    **options: int,
+) -> FetchResponse:
+    """A Fetch of partition 0 (`options`: those of `fetch_request`)."""
+    request = fetch_request(broker, topic, offset, **options)
     response = await client.call(ApiKey.FETCH, version, request)
     assert isinstance(response, FetchResponse)
     return response

@@ -48,7 +48,7 @@ def main() -> None:
     # Throttled, so that a pass takes long enough to be killed in the middle of.
     cleaner = LogCleaner(manager, CleanerConfig(io_max_bytes_per_second=400_000))
     lifecycle = StorageLifecycle(
-        manager, LifecycleSettings(), high_watermark=lambda _tp: plog.log_end_offset
+        manager, LifecycleSettings(), stable_offset=lambda _tp: plog.log_end_offset
     )
     seq = start_seq
     while True:
