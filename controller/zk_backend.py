@@ -147,7 +147,7 @@ class ZkMetadata(TopicCache):
         ) / 1000
         await asyncio.to_thread(self._zk.start, timeout)
         self._zk.add_listener(self._on_state)
-        await asyncio.to_thread(self._prepare)
+        await self._in_thread(self._prepare)
         await self.refresh()
         self._tasks = [
             self._loop.create_task(self._refresh_on_change()),
