@@ -35,6 +35,7 @@ from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.purgatory import Purgatory
 from kbroker.server.connection import ConnectionLimits
 from kbroker.server.listener import KafkaServer
+from kbroker.server.memory_pool import MemoryPool
 from replication.fetcher import make_settings
 from replication.manager import ReplicaManager
 
@@ -42,6 +43,21 @@ log = logging.getLogger(__name__)
 
 # How often logs with a flush.ms setting are checked.
 FLUSH_CHECK_SECONDS = 1.0
+
+
+def _positive_or_none(value: int) -> int | None:
+    """Kafka's convention for limits: zero or negative means none."""
+    return value if value > 0 else None
+
+
+def connection_limits(config: BrokerConfig) -> ConnectionLimits:
+    idle_ms = _positive_or_none(config.get("connections.max.idle.ms"))
+    read_ms = _positive_or_none(config.get("request.read.timeout.ms"))
+    return ConnectionLimits(
+        max_frame_bytes=config.socket_request_max_bytes,
+        idle_seconds=None if idle_ms is None else idle_ms / 1000,
+        request_read_seconds=None if read_ms is None else read_ms / 1000,
+    )
 
 
 class Broker:
@@ -75,7 +91,8 @@ class Broker:
         self._server = KafkaServer(
             self.dispatcher.handle,
             self.dispatcher.reject_version,
-            ConnectionLimits(max_frame_bytes=config.socket_request_max_bytes),
+            connection_limits(config),
+            MemoryPool(_positive_or_none(config.get("queued.max.request.bytes"))),
         )
         self._flusher: asyncio.Task[None] | None = None
         self.storage: StorageLifecycle | None = None

@@ -330,6 +330,13 @@ class BrokerConfig:
             raise ConfigError(
                 "Invalid value for configuration default.replication.factor: at most 32767"
             )
+        queued_bytes = values["queued.max.request.bytes"]
+        if 0 < queued_bytes < values["socket.request.max.bytes"]:
+            raise ConfigError(
+                f"Invalid value {queued_bytes} for configuration queued.max.request.bytes: must "
+                "be at least socket.request.max.bytes (or -1 for no bound), or the largest "
+                "request could never be read"
+            )
         session_timeout = values["zookeeper.session.timeout.ms"]
         connection_timeout = values["zookeeper.connection.timeout.ms"]
         return cls(

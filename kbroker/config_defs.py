@@ -3,7 +3,7 @@
 Two tables, both keyed by Kafka's own property names:
 
 - ``BROKER_DEFS``: broker properties (what a stock Kafka ``server.properties`` may contain,
-  plus ``metrics.port`` which is ours).
+  plus ``metrics.port`` and ``request.read.timeout.ms`` which are ours).
 - ``TOPIC_DEFS``: topic-level configs (CreateTopics / AlterConfigs), each naming the broker
   properties that supply its default, in Kafka's priority order (e.g. ``retention.ms`` comes
   from ``log.retention.ms``, then ``log.retention.minutes``, then ``log.retention.hours``).
@@ -170,7 +170,9 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("num.network.threads", INT, "3", min=1),
     ConfigDef("num.io.threads", INT, "8", min=1),
     ConfigDef("queued.max.requests", INT, "500", min=1),
-    ConfigDef("queued.max.request.bytes", LONG, "-1"),
+    # Kafka's default is -1 (unbounded); kbroker bounds request memory by default (100 MiB,
+    # the default socket.request.max.bytes, so the largest request still fits).
+    ConfigDef("queued.max.request.bytes", LONG, "104857600"),
     ConfigDef("inter.broker.protocol.version", STR, None),
     ConfigDef("create.topic.policy.class.name", CLASS, None),
     ConfigDef("alter.config.policy.class.name", CLASS, None),
@@ -204,6 +206,9 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("max.connections.per.ip", INT, str(INT32_MAX), min=0),
     ConfigDef("max.connections.per.ip.overrides", STR, ""),
     ConfigDef("connections.max.idle.ms", LONG, "600000"),
+    # Ours: how long a request may take to arrive once its first byte has (30 s, the clients'
+    # default request.timeout.ms: a client waiting longer has given up on it anyway); -1: none.
+    ConfigDef("request.read.timeout.ms", LONG, "30000", min=-1),
     # Log basics.
     ConfigDef("log.dirs", LIST, None),
     ConfigDef("log.dir", LIST, "/tmp/kafka-logs"),
@@ -331,7 +336,6 @@ NO_EFFECT_YET: frozenset[str] = frozenset(
         "num.network.threads",
         "num.io.threads",
         "num.recovery.threads.per.data.dir",
-        "queued.max.request.bytes",
         "inter.broker.protocol.version",
         "create.topic.policy.class.name",
         "alter.config.policy.class.name",
@@ -347,7 +351,6 @@ NO_EFFECT_YET: frozenset[str] = frozenset(
         "max.connections",
         "max.connections.per.ip",
         "max.connections.per.ip.overrides",
-        "connections.max.idle.ms",
         "log.flush.offset.checkpoint.interval.ms",
         "log.flush.start.offset.checkpoint.interval.ms",
         "log.preallocate",
