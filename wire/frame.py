@@ -91,15 +91,16 @@ class FrameDecoder:
     both for bytes received elsewhere.
 
     Small payloads are read into a reused staging area and copied out as immutable bytes.
-    A payload of LARGE_FRAME_BYTES or more gets a bytearray of its own, and the rest of it is
-    read straight into that bytearray: a produce request's batches reach the handler with no
-    copy beyond the kernel's, and writable, so offsets can be assigned in place.
+    A payload of LARGE_FRAME_BYTES or more is read straight into buffers of its own, handed
+    out as one writable bytearray, so offsets can be assigned in place in a produce request.
 
-    Memory follows the bytes that arrived, never the size prefix alone: a large payload's
-    buffer starts with the bytes received and grows by doubling (GROW_MIN_BYTES at least)
-    each time it fills, each growth reserved from the budget first. When the budget refuses,
-    `starved` is set and the reader should stop reading until `retry_grow()` succeeds (a
-    client announcing 100 MB and sending 10 bytes costs 10 bytes, not 100 MB).
+    Memory follows the bytes that arrived, never the size prefix alone: a large payload
+    starts with a buffer holding the bytes received, and each time its buffers fill, one
+    more is added that doubles the total (GROW_MIN_BYTES at least), reserved from the budget
+    first. A payload that came in more than one buffer is joined once when complete. When
+    the budget refuses, `starved` is set and the reader should stop reading until
+    `retry_grow()` succeeds (a client announcing 100 MB and sending 10 bytes costs 10 bytes,
+    not 100 MB).
     """
 
     __slots__ = (
@@ -109,7 +110,7 @@ class FrameDecoder:
         "_staging",
         "_start",
         "_end",
-        "_frame",
+        "_chunks",
         "_size",
         "_capacity",
         "_filled",
@@ -122,15 +123,15 @@ class FrameDecoder:
     def __init__(self, max_frame_size: int, budget: MemoryBudget | None = None) -> None:
         self.max_frame_size = max_frame_size
         self._budget: MemoryBudget = budget if budget is not None else UnboundedBudget()
-        # True while a large payload's buffer is full and the budget refused to grow it.
+        # True while a large payload's buffers are full and the budget refused to grow them.
         self.starved = False
         self._staging = bytearray(self.STAGING_BYTES)
         # Unconsumed bytes of the staging area are _staging[_start:_end].
         self._start = 0
         self._end = 0
-        # A large payload being filled: its buffer, announced size, the bytes reserved for it
-        # (the buffer is resized to that on the next get_buffer) and the bytes held so far.
-        self._frame: bytearray | None = None
+        # A large payload being filled: its buffers (all but the last full), announced size,
+        # the bytes its buffers hold room for (all reserved) and the bytes received so far.
+        self._chunks: list[bytearray] | None = None
         self._size = 0
         self._capacity = 0
         self._filled = 0
@@ -142,32 +143,32 @@ class FrameDecoder:
     def get_buffer(self) -> memoryview:
         """Writable space for the next read (never empty; a starved payload is grown past
         the budget if a read comes anyway)."""
-        frame = self._frame
-        if frame is not None:
+        chunks = self._chunks
+        if chunks is not None:
             if self._filled == self._capacity:
                 self._grow(force=True)
-            if len(frame) < self._capacity:
-                frame = self._resize(frame)
-            return memoryview(frame)[self._filled :]
+            chunk = chunks[-1]
+            return memoryview(chunk)[len(chunk) - (self._capacity - self._filled) :]
         return memoryview(self._staging)[self._end :]
 
     def buffer_updated(self, nbytes: int) -> list[memoryview]:
         """`nbytes` were written at the start of the last `get_buffer()`; returns the
         payloads now complete, in order."""
-        frame = self._frame
-        if frame is not None:
+        chunks = self._chunks
+        if chunks is not None:
             self._filled += nbytes
             if self._filled < self._size:
                 if self._filled == self._capacity:
                     self._grow()
                 return []
-            self._frame = None
-            return [memoryview(frame)]
+            self._chunks = None
+            return [memoryview(chunks[0] if len(chunks) == 1 else bytearray().join(chunks))]
         self._end += nbytes
         return self._split()
 
     def _grow(self, force: bool = False) -> bool:
-        """Reserve the next step of the large payload's buffer (at least doubling it)."""
+        """Add the large payload's next buffer (doubling its room), reserved first."""
+        assert self._chunks is not None
         have = self._capacity
         extra = min(self._size, max(2 * have, self.GROW_MIN_BYTES)) - have
         if force:
@@ -175,22 +176,10 @@ class FrameDecoder:
         elif not self._budget.try_reserve(extra):
             self.starved = True
             return False
+        self._chunks.append(bytearray(extra))
         self._capacity += extra
         self.starved = False
         return True
-
-    def _resize(self, frame: bytearray) -> bytearray:
-        # Resized here, not when the growth is reserved: the caller of buffer_updated may
-        # still hold a view of the buffer then. bytes(n) is calloc'ed, and a large bytearray
-        # grows by realloc (mremap for mmapped blocks), so what arrived is rarely copied.
-        try:
-            frame += bytes(self._capacity - len(frame))
-        except BufferError:
-            # Someone still holds a view of the old buffer: move to a new one.
-            grown = bytearray(self._capacity)
-            grown[: self._filled] = memoryview(frame)[: self._filled]
-            self._frame = frame = grown
-        return frame
 
     def retry_grow(self) -> bool:
         """Try again to grow a starved payload's buffer; True when reading may go on."""
@@ -212,7 +201,7 @@ class FrameDecoder:
                 budget.force_reserve(have)
                 pos = body + have
                 if have < size:
-                    self._frame = frame
+                    self._chunks = [frame]
                     self._size = size
                     self._filled = self._capacity = have
                     self._grow()
@@ -248,13 +237,13 @@ class FrameDecoder:
 
     def buffered(self) -> int:
         """Bytes held back waiting for the rest of a frame."""
-        return self._end - self._start + (self._filled if self._frame is not None else 0)
+        return self._end - self._start + (self._filled if self._chunks is not None else 0)
 
     def close(self) -> None:
         """Give back what a partial payload holds (the connection is gone)."""
-        if self._frame is not None:
+        if self._chunks is not None:
             self._budget.release(self._capacity)
-            self._frame = None
+            self._chunks = None
         self.starved = False
 
 
