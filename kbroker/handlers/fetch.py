@@ -69,6 +69,7 @@ def _read_partition(
     min_one_batch: bool,
     from_follower: bool,
 ) -> PartitionData:
+    records: bytes | FileRegion = b""
     try:
         partition = leader_partition(broker, topic, wanted.partition)
         check_leader_epoch(partition, wanted.current_leader_epoch)
@@ -78,6 +79,13 @@ def _read_partition(
             max_offset=partition.log.log_end_offset if from_follower else partition.high_watermark,
             min_one_batch=min_one_batch,
         )
+        if region is not None:
+            records = region
+            magic = _legacy_magic(version)
+            if magic is not None:
+                # Down-conversion decompresses: capped by the topic's max.message.bytes.
+                cap = partition.log.config.max_message_bytes
+                records = from_v2_batches(region.read(), magic, max_message_bytes=cap)
     except KafkaError as exc:
         data = PartitionData(partition_index=wanted.partition, error_code=exc.code, records=b"")
         known = broker.partition(topic, wanted.partition)
@@ -88,10 +96,6 @@ def _read_partition(
         else:
             data.high_watermark = -1
         return data
-    records: bytes | FileRegion = b"" if region is None else region
-    magic = _legacy_magic(version)
-    if magic is not None and region is not None:
-        records = from_v2_batches(region.read(), magic)
     # No transactions yet, so the last stable offset is the high watermark.
     return PartitionData(
         partition_index=wanted.partition,

@@ -69,7 +69,7 @@ def _append(
                 ErrorCode.INVALID_RECORD,
                 f"produce v{version} requires record batch magic 2, got {magic}",
             )
-        batches = to_v2_batches(view)
+        batches = to_v2_batches(view, max_message_bytes=config.max_message_bytes)
         validate_produce_records(memoryview(batches), config.max_message_bytes)
     else:
         validate_produce_records(view, config.max_message_bytes)

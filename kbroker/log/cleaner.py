@@ -54,6 +54,7 @@ from kbroker.log.partition_log import PartitionLog
 from kbroker.log.segment import CLEANED_SUFFIX, INT32_MAX, SCAN_CHUNK, LogSegment, scan_batches
 from kbroker.log.time_index import TimeIndex
 from wire.records.batch import BatchHeader, read_header
+from wire.records.compression import DecompressionLimitError
 from wire.records.record import decode_batch
 
 log = logging.getLogger(__name__)
@@ -150,6 +151,8 @@ class CleanPlan:
     segment_bytes: int
     index_bytes: int
     index_interval_bytes: int
+    # Bounds decompression (wire.records.compression.decompression_cap).
+    max_message_bytes: int
 
 
 @dataclass
@@ -307,6 +310,7 @@ class LogCleaner:
             segment_bytes=config.segment_bytes,
             index_bytes=config.segment_index_bytes,
             index_interval_bytes=config.index_interval_bytes,
+            max_message_bytes=config.max_message_bytes,
         )
         return ratio, plan
 
@@ -356,7 +360,14 @@ class LogCleaner:
             for header, batch in self._read_batches(ref):
                 if header.is_control:
                     continue
-                _, records = decode_batch(batch)
+                try:
+                    _, records = decode_batch(batch, max_message_bytes=plan.max_message_bytes)
+                except DecompressionLimitError as exc:
+                    # Its keys stay unmapped, and filter_batch keeps the batch as it is.
+                    log.error(
+                        "%s: skipping batch at offset %d: %s", plan.tp, header.base_offset, exc
+                    )
+                    continue
                 for record in records:
                     if record.key is not None:
                         latest[record.key] = record.offset
@@ -408,6 +419,7 @@ class LogCleaner:
                         producer_last_offsets=plan.producer_last_offsets,
                         now_ms=plan.now_ms,
                         delete_retention_ms=plan.delete_retention_ms,
+                        max_message_bytes=plan.max_message_bytes,
                     )
                     result.records_removed += filtered.records_removed
                     if filtered.delete_horizon_ms is not None:

@@ -21,6 +21,7 @@ Rules (Kafka's log cleaner, with KIP-534 delete horizons):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -33,8 +34,10 @@ from wire.records.batch import (
     BatchHeader,
     compute_crc,
 )
-from wire.records.compression import compress
+from wire.records.compression import DecompressionLimitError, compress
 from wire.records.record import Record, decode_batch, encode_records
+
+log = logging.getLogger(__name__)
 
 NO_TIMESTAMP = -1
 
@@ -99,11 +102,17 @@ def filter_batch(
     producer_last_offsets: Mapping[int, int],
     now_ms: int,
     delete_retention_ms: int,
+    max_message_bytes: int,
 ) -> FilterResult:
-    """Apply the module's rules to one batch (`data` is its bytes)."""
+    """Apply the module's rules to one batch (`data` is its bytes). A batch that would
+    decompress past its cap is kept unchanged (and an error logged): never expanded."""
     if header.is_control:
         return FilterResult(data, 0, None)
-    _, records = decode_batch(data)
+    try:
+        _, records = decode_batch(data, max_message_bytes=max_message_bytes)
+    except DecompressionLimitError as exc:
+        log.error("log cleaner keeps batch at offset %d unfiltered: %s", header.base_offset, exc)
+        return FilterResult(data, 0, None)
     horizon = header.base_timestamp if header.has_delete_horizon else None
     kept = []
     for record in records:
