@@ -17,13 +17,14 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import time
 from collections.abc import Callable
 
 from controller.embedded import EmbeddedMetadata
 from controller.interface import Endpoint, MetadataBackend, TopicInfo
 from controller.zk_backend import ZkMetadata
-from kbroker.config import BrokerConfig, effective_topic_config
+from kbroker.config import BrokerConfig, effective_topic_config, parse_per_ip_overrides
 from kbroker.dispatch import Dispatcher
 from kbroker.group.coordinator import GroupCoordinator
 from kbroker.log.lifecycle import LifecycleSettings, StorageLifecycle
@@ -34,6 +35,11 @@ from kbroker.partition import Partition
 from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.purgatory import Purgatory
 from kbroker.server.connection import ConnectionLimits
+from kbroker.server.connection_quotas import (
+    ConnectionLimitsConfig,
+    ConnectionQuotas,
+    ListenerLimits,
+)
 from kbroker.server.listener import KafkaServer
 from kbroker.server.memory_pool import MemoryPool
 from replication.fetcher import make_settings
@@ -58,6 +64,41 @@ def connection_limits(config: BrokerConfig) -> ConnectionLimits:
         idle_seconds=None if idle_ms is None else idle_ms / 1000,
         request_read_seconds=None if read_ms is None else read_ms / 1000,
     )
+
+
+def connection_quotas_config(config: BrokerConfig) -> ConnectionLimitsConfig:
+    """KIP-402 / KIP-612 limits, with each listener's listener.name.<l>.* overrides."""
+    listeners = {
+        lst.name: ListenerLimits(
+            config.listener_value(lst.name, "max.connections"),
+            config.listener_value(lst.name, "max.connection.creation.rate"),
+            inter_broker=lst.name == config.inter_broker_listener_name,
+        )
+        for lst in config.listeners
+    }
+    return ConnectionLimitsConfig(
+        max_connections=config.get("max.connections"),
+        max_creation_rate=config.get("max.connection.creation.rate"),
+        max_per_ip=config.get("max.connections.per.ip"),
+        per_ip_overrides=resolve_hosts(
+            parse_per_ip_overrides(config.get("max.connections.per.ip.overrides"))
+        ),
+        listeners=listeners,
+    )
+
+
+def resolve_hosts(limits: dict[str, int]) -> dict[str, int]:
+    """Per-host limits keyed by address, as connections are counted (Kafka resolves the
+    host names of max.connections.per.ip.overrides too); a name that does not resolve is
+    kept as written."""
+    out: dict[str, int] = {}
+    for host, limit in limits.items():
+        try:
+            address = socket.gethostbyname(host)
+        except OSError:
+            address = host
+        out[address] = limit
+    return out
 
 
 class Broker:
@@ -93,6 +134,7 @@ class Broker:
             self.dispatcher.reject_version,
             connection_limits(config),
             MemoryPool(_positive_or_none(config.get("queued.max.request.bytes"))),
+            ConnectionQuotas(connection_quotas_config(config)),
         )
         self._flusher: asyncio.Task[None] | None = None
         self.storage: StorageLifecycle | None = None

@@ -205,6 +205,7 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("max.connections", INT, str(INT32_MAX), min=0),
     ConfigDef("max.connections.per.ip", INT, str(INT32_MAX), min=0),
     ConfigDef("max.connections.per.ip.overrides", STR, ""),
+    ConfigDef("max.connection.creation.rate", INT, str(INT32_MAX), min=0),
     ConfigDef("connections.max.idle.ms", LONG, "600000"),
     # Ours: how long a request may take to arrive once its first byte has (30 s, the clients'
     # default request.timeout.ms: a client waiting longer has given up on it anyway); -1: none.
@@ -327,6 +328,13 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("producer.id.expiration.check.interval.ms", INT, "600000", min=1),
 )
 
+# Broker properties a listener may override as listener.name.<listener>.<property>
+# (KIP-402, KIP-612), the listener name in lower case.
+LISTENER_OVERRIDABLE: frozenset[str] = frozenset(
+    {"max.connections", "max.connection.creation.rate"}
+)
+LISTENER_PREFIX = "listener.name."
+
 # Accepted so that a stock server.properties loads, but nothing reads them yet.
 NO_EFFECT_YET: frozenset[str] = frozenset(
     {
@@ -348,9 +356,6 @@ NO_EFFECT_YET: frozenset[str] = frozenset(
         "zookeeper.max.in.flight.requests",
         "zookeeper.set.acl",
         "socket.listen.backlog.size",
-        "max.connections",
-        "max.connections.per.ip",
-        "max.connections.per.ip.overrides",
         "log.flush.offset.checkpoint.interval.ms",
         "log.flush.start.offset.checkpoint.interval.ms",
         "log.preallocate",
