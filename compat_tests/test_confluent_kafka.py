@@ -306,3 +306,27 @@ def test_long_poll_on_empty_topic_wakes_on_produce(
         consumer.close()
     assert msg.value() == b"late"
     assert received_at - produced_at[0] < 2.5, "fetch was not woken by the append"
+
+
+def test_compacted_topic_fails_exactly_the_keyless_records(
+    bootstrap: str, create_topic: Callable[..., str]
+) -> None:
+    """KIP-467: the broker names the keyless records of a batch (record_errors), and
+    librdkafka fails those with INVALID_RECORD and the others as collateral."""
+    topic = create_topic(config={"cleanup.policy": "compact"})
+    reports: dict[int, KafkaError | None] = {}
+
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        reports[int(msg.value())] = err
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 200, "retries": 0, "acks": "all"}
+    )
+    for i in range(6):
+        key = None if i in (1, 4) else f"k{i}".encode()
+        producer.produce(topic, value=str(i).encode(), key=key, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    assert len(reports) == 6
+    invalid = {i for i, err in reports.items() if err and err.code() == KafkaError.INVALID_RECORD}
+    assert invalid == {1, 4}
+    assert all(reports[i] is not None for i in (0, 2, 3, 5))

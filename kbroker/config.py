@@ -36,6 +36,7 @@ from kbroker.config_defs import (
     LISTENER_PREFIX,
     NO_EFFECT_YET,
     TOPIC_DEFS,
+    TOPIC_UNSUPPORTED_VALUES,
     ConfigDef,
     ConfigSource,
     ConfigType,
@@ -479,6 +480,12 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
             raise KafkaError(
                 ErrorCode.INVALID_CONFIG, f"Invalid value {value!r} for topic config {name}: {e}"
             ) from None
+        unsupported = TOPIC_UNSUPPORTED_VALUES.get((name, value.strip().lower()))
+        if unsupported is not None:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value {value!r} for topic config {name}: {unsupported}",
+            )
 
 
 def effective_topic_config(

@@ -326,6 +326,9 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("transaction.partition.verification.enable", BOOL, "true"),
     ConfigDef("producer.id.expiration.ms", INT, "86400000", min=1),
     ConfigDef("producer.id.expiration.check.interval.ms", INT, "600000", min=1),
+    # Tiered storage (KIP-405): accepted, not supported (-2: use the retention settings).
+    ConfigDef("log.local.retention.ms", LONG, "-2", min=-2),
+    ConfigDef("log.local.retention.bytes", LONG, "-2", min=-2),
 )
 
 # Broker properties a listener may override as listener.name.<listener>.<property>
@@ -380,6 +383,8 @@ NO_EFFECT_YET: frozenset[str] = frozenset(
         "offsets.commit.required.acks",
         "transaction.state.log.load.buffer.size",
         "transaction.partition.verification.enable",
+        "log.local.retention.ms",
+        "log.local.retention.bytes",
     }
 )
 
@@ -496,7 +501,29 @@ TOPIC_DEFS: dict[str, TopicConfigDef] = _topic_defs(
     _topic(
         ConfigDef("unclean.leader.election.enable", BOOL, "false"), "unclean.leader.election.enable"
     ),
+    # Accepted as Kafka 3.9 accepts them (tools and clients set them), without effect here;
+    # message.format.version is deprecated, and Kafka 3 ignores it for the v2 format too.
+    _topic(ConfigDef("message.format.version", STR, "3.0-IV1"), "log.message.format.version"),
+    _topic(ConfigDef("compression.gzip.level", INT, "-1", min=-1, max=9), "compression.gzip.level"),
+    _topic(ConfigDef("compression.lz4.level", INT, "9", min=1, max=17), "compression.lz4.level"),
+    _topic(
+        ConfigDef("compression.zstd.level", INT, "3", min=-131072, max=22),
+        "compression.zstd.level",
+    ),
+    _topic(ConfigDef("leader.replication.throttled.replicas", LIST, "")),
+    _topic(ConfigDef("follower.replication.throttled.replicas", LIST, "")),
+    _topic(ConfigDef("local.retention.ms", LONG, "-2", min=-2), "log.local.retention.ms"),
+    _topic(ConfigDef("local.retention.bytes", LONG, "-2", min=-2), "log.local.retention.bytes"),
+    _topic(ConfigDef("remote.storage.enable", BOOL, "false")),
+    _topic(ConfigDef("remote.log.copy.disable", BOOL, "false")),
+    _topic(ConfigDef("remote.log.delete.on.disable", BOOL, "false")),
 )
+
+# Values refused although well-formed: what they ask for is not there (Kafka refuses
+# remote.storage.enable=true too when the broker has no tiered storage).
+TOPIC_UNSUPPORTED_VALUES: dict[tuple[str, str], str] = {
+    ("remote.storage.enable", "true"): "tiered storage is not supported"
+}
 
 # Broker properties that fall back to another one when unset (Kafka's synonyms on the broker
 # side, highest priority first), used for DescribeConfigs synonyms of BROKER resources.

@@ -1,8 +1,9 @@
 """Produce: validate batch headers and CRCs, append, answer by acks.
 
-Records are never decoded here: the batches' 61-byte headers and CRC-32C are
+Records are not decoded here: the batches' 61-byte headers and CRC-32C are
 checked (wire.records.batch.validate_produce_records) and the log rewrites base
-offsets in place. Produce v0-v2 carries legacy message sets (magic 0/1), which
+offsets in place. Only a compacted topic's records are decoded, to refuse keyless
+ones (kbroker/record_validation.py, with KIP-467 record_errors). Produce v0-v2 carries legacy message sets (magic 0/1), which
 are converted to v2 batches once, on the way in. With acks=0 no response is
 sent, and a failed append closes the connection so the producer notices, as
 the protocol guide specifies.
@@ -26,10 +27,12 @@ from kbroker.handlers.common import (
     current_leader,
     leader_partition,
 )
+from kbroker.record_validation import RecordValidationError, check_keys_for_compaction
 from kbroker.server.connection import CloseConnection
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.produce_request import ProduceRequest
 from wire.messages.produce_response import (
+    BatchIndexAndErrorMessage,
     LeaderIdAndEpoch,
     NodeEndpoint,
     PartitionProduceResponse,
@@ -76,6 +79,9 @@ def _append(
         # A large request arrives in a writable buffer of its own (wire.frame.FrameDecoder)
         # that nothing else reads: offsets are assigned in it with no copy.
         batches = view if not view.readonly else bytearray(view)
+    if "compact" in config.cleanup_policy:
+        topic, index = partition.key
+        check_keys_for_compaction(batches, topic, index, config.max_message_bytes)
     if acks == -1:
         check_min_insync(partition)
     append_time = (
@@ -135,6 +141,7 @@ async def handle_produce(
                         error_code=exc.code,
                         base_offset=-1,
                         error_message=exc.message if version >= 8 else None,
+                        record_errors=_record_errors(exc) if version >= 8 else [],
                     )
                 )
         responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
@@ -147,6 +154,16 @@ async def handle_produce(
     if version >= 10:
         _add_leader_hints(broker, response)
     return response
+
+
+def _record_errors(exc: KafkaError) -> list[BatchIndexAndErrorMessage]:
+    """KIP-467: which records of the batch made it fail."""
+    if not isinstance(exc, RecordValidationError):
+        return []
+    return [
+        BatchIndexAndErrorMessage(batch_index=e.batch_index, batch_index_error_message=e.message)
+        for e in exc.record_errors
+    ]
 
 
 def _add_leader_hints(broker: Broker, response: ProduceResponse) -> None:
