@@ -3,8 +3,9 @@
 Records are not decoded here: the batches' 61-byte headers and CRC-32C are
 checked (wire.records.batch.validate_produce_records) and the log rewrites base
 offsets in place. Only a compacted topic's records are decoded, to refuse keyless
-ones (kbroker/record_validation.py, with KIP-467 record_errors). Produce v0-v2 carries legacy message sets (magic 0/1), which
-are converted to v2 batches once, on the way in. With acks=0 no response is
+ones (kbroker/record_validation.py, with KIP-467 record_errors). Produce v0-v2
+carries legacy message sets (magic 0/1), which are converted to v2 batches once,
+on the way in. With acks=0 no response is
 sent, and a failed append closes the connection so the producer notices, as
 the protocol guide specifies.
 
