@@ -34,6 +34,7 @@ from kbroker.metrics import BrokerMetrics, MetricsServer
 from kbroker.partition import Partition
 from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.purgatory import Purgatory
+from kbroker.quotas import QuotaManager
 from kbroker.server.connection import ConnectionLimits
 from kbroker.server.connection_quotas import (
     ConnectionLimitsConfig,
@@ -127,6 +128,13 @@ class Broker:
         # Every partition replica hosted here, leader or follower.
         self.partitions: dict[tuple[str, int], Partition] = self.replica_manager.partitions
         self.producer_ids = ProducerIdAllocator(config.log_dirs[0])
+        # Client quotas (kbroker/quotas.py), from the metadata backend's table.
+        self.quotas = QuotaManager(
+            self.metadata.client_quotas,
+            samples=config.get("quota.window.num"),
+            window_seconds=config.get("quota.window.size.seconds"),
+            clock=time.monotonic,
+        )
         self.dispatcher = Dispatcher(self)
         self.group_coordinator = GroupCoordinator(self)
         self._server = KafkaServer(

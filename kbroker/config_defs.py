@@ -206,6 +206,9 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("max.connections.per.ip", INT, str(INT32_MAX), min=0),
     ConfigDef("max.connections.per.ip.overrides", STR, ""),
     ConfigDef("max.connection.creation.rate", INT, str(INT32_MAX), min=0),
+    # Client quotas: Kafka's sample windows.
+    ConfigDef("quota.window.num", INT, "11", min=1),
+    ConfigDef("quota.window.size.seconds", INT, "1", min=1),
     ConfigDef("connections.max.idle.ms", LONG, "600000"),
     # Ours: how long a request may take to arrive once its first byte has (30 s, the clients'
     # default request.timeout.ms: a client waiting longer has given up on it anyway); -1: none.

@@ -32,7 +32,9 @@ from kbroker.handlers.common import (
     current_leader,
     leader_partition,
 )
+from kbroker.handlers.throttling import throttle
 from kbroker.log.file_region import FileRegion
+from kbroker.quotas import CONSUMER_BYTE_RATE
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.fetch_request import FetchPartition, FetchRequest
 from wire.messages.fetch_response import (
@@ -201,6 +203,9 @@ async def handle_fetch(
     broker: Broker, header: RequestHeader, request: FetchRequest, version: int
 ) -> FetchResponse:
     response = await _fetch(broker, request, version)
+    if replica_id_of(request, version) < 0:
+        sent = sum(_size(p.records) for t in response.responses for p in t.partitions)
+        throttle(broker, header, CONSUMER_BYTE_RATE, sent, response, has_field=version >= 1)
     return _add_leader_hints(broker, response, version) if version >= 12 else response
 
 

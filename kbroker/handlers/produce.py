@@ -28,6 +28,8 @@ from kbroker.handlers.common import (
     current_leader,
     leader_partition,
 )
+from kbroker.handlers.throttling import throttle
+from kbroker.quotas import PRODUCER_BYTE_RATE
 from kbroker.record_validation import RecordValidationError, check_keys_for_compaction
 from kbroker.server.connection import CloseConnection
 from wire.errors import ErrorCode, KafkaError
@@ -152,6 +154,8 @@ async def handle_produce(
         return None
     await _await_replication(broker, waiting, request.timeout_ms)
     response = ProduceResponse(responses=responses)
+    produced = sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)
+    throttle(broker, header, PRODUCER_BYTE_RATE, produced, response, has_field=version >= 1)
     if version >= 10:
         _add_leader_hints(broker, response)
     return response

@@ -62,6 +62,12 @@ LISTENER_NAME: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
+# Set by a handler whose client is over a quota: after the response is written, the
+# connection stops reading for that many milliseconds (KIP-219: the broker answers at once,
+# with throttle_time_ms, and mutes the channel; the client holds back too).
+THROTTLE_MS: contextvars.ContextVar[int] = contextvars.ContextVar("throttle_ms", default=0)
+
+
 class CloseConnection(Exception):
     """Raised by a handler when the protocol says to drop the connection."""
 
@@ -104,6 +110,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # neither holds. _reading_paused is what the transport was last told.
         self._queue_full = False
         self._waiting_for_memory = False
+        self._muted = False
         self._reading_paused = False
         # Bytes of the request being handled, and of responses sitting in the transport's
         # write buffer past its high-water mark: both are charged to the pool.
@@ -180,7 +187,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return True
 
     def _update_reading(self) -> None:
-        pause = self._queue_full or self._waiting_for_memory
+        pause = self._queue_full or self._waiting_for_memory or self._muted
         if pause == self._reading_paused or self._transport is None:
             return
         self._reading_paused = pause
@@ -343,7 +350,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 header.correlation_id, header.request_api_key, header.request_api_version, response
             )
             await self._write(parts)
+        throttle_ms = THROTTLE_MS.get()
+        if throttle_ms > 0:
+            THROTTLE_MS.set(0)
+            await self._mute(throttle_ms / 1000)
         return True
+
+    async def _mute(self, seconds: float) -> None:
+        self._muted = True
+        self._update_reading()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self._muted = False
+            self._update_reading()
 
     async def _write(self, parts: list[bytes | object]) -> None:
         transport = self._transport
