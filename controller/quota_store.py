@@ -86,7 +86,8 @@ def entity_path(key: QuotaEntity) -> str:
 
 
 def encode_quotas(quotas: Mapping[str, float]) -> dict[str, str]:
-    return {k: repr(float(v)) for k, v in quotas.items()}
+    """As Kafka writes them: whole numbers without a fraction (its byte rates are longs)."""
+    return {k: str(int(v)) if float(v).is_integer() else repr(float(v)) for k, v in quotas.items()}
 
 
 def decode_quotas(config: Mapping[str, str]) -> dict[str, float]:
