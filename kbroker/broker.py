@@ -137,7 +137,7 @@ class Broker:
         )
         self.dispatcher = Dispatcher(self)
         self.group_coordinator = GroupCoordinator(self)
-        self._server = KafkaServer(
+        self.server = KafkaServer(
             self.dispatcher.handle,
             self.dispatcher.reject_version,
             connection_limits(config),
@@ -182,7 +182,7 @@ class Broker:
         # After the topics are hosted: creates __consumer_offsets and loads its partitions.
         await self.group_coordinator.start()
         for name, host, port in self.config.listeners:
-            self.ports[name] = await self._server.start(host, port, name)
+            self.ports[name] = await self.server.start(host, port, name)
         self.port = self.ports[self.config.listeners[0].name]
         await self.replica_manager.start()
         if self.zk is not None:
@@ -215,7 +215,7 @@ class Broker:
         # First, so JoinGroup/SyncGroup requests parked in the coordinator are answered
         # (NOT_COORDINATOR) and their connections can finish.
         await self.group_coordinator.stop()
-        await self._server.close()
+        await self.server.close()
         if self.metrics_server is not None:
             await self.metrics_server.close()
         if self._flusher is not None:

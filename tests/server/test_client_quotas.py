@@ -151,13 +151,15 @@ async def test_producer_and_consumer_over_quota_get_throttle_times(
         await c.close()
 
 
-async def _produce_as(client: RawClient, client_id: str, batch: bytes) -> ProduceResponse:
+async def _produce_as(
+    client: RawClient, client_id: str, batch: bytes, topic: str = "quoted"
+) -> ProduceResponse:
     request = ProduceRequest(
         acks=1,
         timeout_ms=5000,
         topic_data=[
             TopicProduceData(
-                name="quoted", partition_data=[PartitionProduceData(index=0, records=batch)]
+                name=topic, partition_data=[PartitionProduceData(index=0, records=batch)]
             )
         ],
     )
@@ -169,3 +171,26 @@ async def _produce_as(client: RawClient, client_id: str, batch: bytes) -> Produc
     _, response = decode_response(await client.reader.readexactly(size), ApiKey.PRODUCE, 9)
     assert isinstance(response, ProduceResponse)
     return response
+
+
+async def test_throttles_and_limits_are_on_the_metrics_endpoint(
+    start_broker: StartBroker,  # noqa: F811
+) -> None:
+    from kbroker.metrics import BrokerMetrics
+
+    broker = await start_broker(quota_window_num="2")
+    client = await RawClient.connect(broker.port)
+    await create_topic(client, "metered")
+    batch = build_batch(records(0, 200))
+    request = AlterClientQuotasRequest(
+        entries=[_entry({"client-id": None}, producer_byte_rate=float(len(batch) // 2))]
+    )
+    await client.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, request)
+    response = await _produce_as(client, "any-client", batch, topic="metered")
+    assert response.throttle_time_ms > 0
+    text = BrokerMetrics(broker).render()
+    assert 'kbroker_quota_throttled_total{quota="producer_byte_rate"} 1' in text
+    assert "kbroker_quota_throttle_time_ms_total" in text
+    assert 'kbroker_connections{listener="PLAINTEXT"} 1' in text
+    assert "kbroker_request_memory_bytes " in text
+    await client.close()

@@ -62,7 +62,7 @@ async def test_announced_frames_cost_what_arrived_not_what_they_announce(
     start_broker: StartBroker,
 ) -> None:
     broker = await start_broker()
-    pool = broker._server.pool
+    pool = broker.server.pool
     clients = [await RawClient.connect(broker.port) for _ in range(40)]
     for c in clients:
         c.writer.write(struct.pack(">i", 100 * 1024 * 1024 - 1) + b"\x00\x12\x00\x00" * 5000)
@@ -82,7 +82,7 @@ async def test_spent_pool_pauses_reading_until_memory_is_released(
     broker = await start_broker(
         socket_request_max_bytes="1000000", queued_max_request_bytes="1000000"
     )
-    pool = broker._server.pool
+    pool = broker.server.pool
     hog = await RawClient.connect(broker.port)
     hog_frame = padded_api_versions(1, 900_000)
     hog.writer.write(hog_frame[:-100])
@@ -133,7 +133,7 @@ async def test_idle_connection_is_closed_after_connections_max_idle_ms(
 
 async def test_unread_responses_are_charged_to_the_pool(start_broker: StartBroker) -> None:
     broker = await start_broker()
-    pool = broker._server.pool
+    pool = broker.server.pool
     sock = socket.socket()
     # A small receive window, so the responses back up into the broker quickly.
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
