@@ -146,8 +146,11 @@ class QuotaManager:
                 return metered, bound
         return None
 
-    def record(self, key: str, user: str, client_id: str, value: float) -> int:
-        """Record `value` against quota `key`; the throttle time in ms (0 if within)."""
+    def record(
+        self, key: str, user: str, client_id: str, value: float, *, count: bool = True
+    ) -> int:
+        """Record `value` against quota `key`; the throttle time in ms (0 if within).
+        `count` False only records (a negative value takes back an earlier record)."""
         found = self.quota_for(key, user, client_id)
         if found is None:
             return 0
@@ -157,6 +160,8 @@ class QuotaManager:
         if rate is None:
             rate = self._rates[(key, metered)] = SampledRate(self.samples, self.window)
         rate.record(value, now)
+        if not count:
+            return 0
         observed = rate.measure(now)
         if observed <= bound:
             return 0

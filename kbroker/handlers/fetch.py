@@ -205,7 +205,11 @@ async def handle_fetch(
     response = await _fetch(broker, request, version)
     if replica_id_of(request, version) < 0:
         sent = sum(_size(p.records) for t in response.responses for p in t.partitions)
-        throttle(broker, header, CONSUMER_BYTE_RATE, sent, response, has_field=version >= 1)
+        if throttle(
+            broker, header, CONSUMER_BYTE_RATE, sent, response, version >= 1, withheld=True
+        ):
+            # KIP-219: over its quota, a consumer gets an empty response and the throttle.
+            response.responses = []
     return _add_leader_hints(broker, response, version) if version >= 12 else response
 
 

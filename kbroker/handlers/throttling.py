@@ -25,10 +25,18 @@ def throttle(
     amount: float,
     response: object,
     has_field: bool,
-) -> None:
-    """Record `amount` against `quota` for this request's client."""
-    throttle_ms = broker.quotas.record(quota, ANONYMOUS, header.client_id or "", amount)
+    *,
+    withheld: bool = False,
+) -> int:
+    """Record `amount` against `quota` for this request's client; returns the throttle
+    time (ms). `withheld`: the caller sends nothing when throttled (a fetch answers empty,
+    as Kafka's does), so the amount is not counted then."""
+    client_id = header.client_id or ""
+    throttle_ms = broker.quotas.record(quota, ANONYMOUS, client_id, amount)
     if throttle_ms > 0:
+        if withheld:
+            broker.quotas.record(quota, ANONYMOUS, client_id, -amount, count=False)
         THROTTLE_MS.set(throttle_ms)
         if has_field:
             response.throttle_time_ms = throttle_ms  # type: ignore[attr-defined]
+    return throttle_ms

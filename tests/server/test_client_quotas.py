@@ -143,6 +143,8 @@ async def test_producer_and_consumer_over_quota_get_throttle_times(
     # The channel was muted for the produce's throttle time before the fetch was read.
     assert time.monotonic() - started >= 0.25
     assert fetched.throttle_time_ms > 0
+    # KIP-219: over its quota, the consumer gets an empty response (Kafka's behaviour).
+    assert fetched.responses == []
     # Another client id is not throttled.
     other = await RawClient.connect(broker.port)
     other_response = await _produce_as(other, "other-client", batch)
