@@ -146,6 +146,24 @@ class QuotaManager:
                 return metered, bound
         return None
 
+    def _throttle_ms(self, rate: SampledRate, bound: float, now: float) -> int:
+        observed = rate.measure(now)
+        if observed <= bound:
+            return 0
+        if bound <= 0:
+            return math.ceil(self.samples * self.window * 1000)
+        throttle = min((observed - bound) / bound * rate.elapsed(now), self.samples * self.window)
+        return math.ceil(throttle * 1000)
+
+    def exceeded(self, key: str, user: str, client_id: str) -> bool:
+        """Is the client over quota `key` already (KIP-599's strict check, before a
+        mutation is made)?"""
+        found = self.quota_for(key, user, client_id)
+        if found is None:
+            return False
+        rate = self._rates.get((key, found[0]))
+        return rate is not None and self._throttle_ms(rate, found[1], self.clock()) > 0
+
     def record(
         self, key: str, user: str, client_id: str, value: float, *, count: bool = True
     ) -> int:
@@ -162,16 +180,9 @@ class QuotaManager:
         rate.record(value, now)
         if not count:
             return 0
-        observed = rate.measure(now)
-        if observed <= bound:
+        throttle_ms = self._throttle_ms(rate, bound, now)
+        if not throttle_ms:
             return 0
-        if bound <= 0:
-            throttle = self.samples * self.window
-        else:
-            throttle = min(
-                (observed - bound) / bound * rate.elapsed(now), self.samples * self.window
-            )
-        throttle_ms = math.ceil(throttle * 1000)
         self.throttled[key] = self.throttled.get(key, 0) + 1
         self.throttle_ms_total[key] = self.throttle_ms_total.get(key, 0) + throttle_ms
         return throttle_ms

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbroker.quotas import CONTROLLER_MUTATION_RATE
 from kbroker.server.connection import THROTTLE_MS
+from wire.errors import ErrorCode, KafkaError
 from wire.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
@@ -40,3 +42,31 @@ def throttle(
         if has_field:
             response.throttle_time_ms = throttle_ms  # type: ignore[attr-defined]
     return throttle_ms
+
+
+class MutationQuota:
+    """controller_mutation_rate for one CreateTopics, CreatePartitions or DeleteTopics
+    request (KIP-599): partitions created or deleted count as mutations. With a `strict`
+    quota (the versions that know THROTTLING_QUOTA_EXCEEDED) a topic is refused while the
+    client is over its quota; older versions are always served, then throttled."""
+
+    def __init__(self, broker: Broker, header: RequestHeader, strict: bool) -> None:
+        self._broker = broker
+        self._header = header
+        self._strict = strict
+        self._client_id = header.client_id or ""
+
+    def check(self) -> None:
+        quotas = self._broker.quotas
+        if self._strict and quotas.exceeded(CONTROLLER_MUTATION_RATE, ANONYMOUS, self._client_id):
+            raise KafkaError(
+                ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded."
+            )
+
+    def record(self, partitions: int) -> None:
+        quotas = self._broker.quotas
+        quotas.record(CONTROLLER_MUTATION_RATE, ANONYMOUS, self._client_id, partitions, count=False)
+
+    def finish(self, response: object, has_field: bool) -> None:
+        """Throttle time (and a muted channel) when the client ended over its quota."""
+        throttle(self._broker, self._header, CONTROLLER_MUTATION_RATE, 0, response, has_field)
