@@ -26,17 +26,13 @@ import asyncio
 import multiprocessing
 import os
 import random
-import shutil
 import socket
 import statistics
 import struct
 import sys
-import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +43,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.throughput import own_broker  # noqa: E402
 from compat_tests.broker_process import BrokerProcess  # noqa: E402
 from wire.api_keys import ApiKey  # noqa: E402
 from wire.frame import encode_request  # noqa: E402
@@ -71,18 +68,6 @@ def rss_mb(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
-
-
-@contextmanager
-def own_broker(**overrides: str) -> Iterator[BrokerProcess]:
-    work = Path(tempfile.mkdtemp(prefix="kbroker-hostile-"))
-    broker = BrokerProcess(work, overrides=overrides)
-    try:
-        broker.start(timeout=30.0)
-        yield broker
-    finally:
-        broker.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 # --- the clients that keep working -----------------------------------------------------

@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.hostile_clients import own_broker  # noqa: E402
+from bench.throughput import own_broker  # noqa: E402
 
 MB = 1024 * 1024
 VALUE = b"q" * 1000

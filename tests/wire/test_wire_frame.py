@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kbroker.server.memory_pool import MemoryPool
 from wire.api_keys import ApiKey, request_header_version, response_header_version
 from wire.errors import DecodeError, EncodeError, UnsupportedVersionError
 from wire.frame import (
@@ -201,28 +202,8 @@ def test_decode_response_errors() -> None:
         decode_response(b"", ApiKey.METADATA, 99)
 
 
-class CountingBudget:
-    """A MemoryBudget with a capacity, recording what is charged."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.used = 0
-
-    def try_reserve(self, nbytes: int) -> bool:
-        if self.used + nbytes > self.capacity:
-            return False
-        self.used += nbytes
-        return True
-
-    def force_reserve(self, nbytes: int) -> None:
-        self.used += nbytes
-
-    def release(self, nbytes: int) -> None:
-        self.used -= nbytes
-
-
 def test_large_frame_buffer_grows_with_the_bytes_that_arrived_not_the_prefix() -> None:
-    budget = CountingBudget(1 << 30)
+    budget = MemoryPool(1 << 30)
     dec = FrameDecoder(1 << 30, budget)
     assert dec.feed((100 << 20).to_bytes(4, "big") + b"x" * 20_000) == []
     # 100 MB announced, 20 kB arrived: the buffer holds at most one growth step.
@@ -233,7 +214,7 @@ def test_large_frame_buffer_grows_with_the_bytes_that_arrived_not_the_prefix() -
 
 
 def test_every_payload_is_charged_to_the_budget_for_its_length() -> None:
-    budget = CountingBudget(1 << 30)
+    budget = MemoryPool(1 << 30)
     dec = FrameDecoder(1 << 30, budget)
     payloads = [b"s" * 10, bytes(range(256)) * 4000, b"t" * 100]
     frames = dec.feed(b"".join(frame(p) for p in payloads))
@@ -244,7 +225,7 @@ def test_every_payload_is_charged_to_the_budget_for_its_length() -> None:
 def test_starved_frame_waits_for_the_budget_and_resumes() -> None:
     size = 300_000
     payload = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
-    budget = CountingBudget(100_000)
+    budget = MemoryPool(100_000)
     dec = FrameDecoder(1 << 20, budget)
     data = frame(payload)
     fed = 0
