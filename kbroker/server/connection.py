@@ -195,6 +195,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport.pause_reading()
         elif not self._transport.is_closing():
             self._transport.resume_reading()
+            if self._partial_since is not None:
+                # The request stalled because we stopped reading: its time starts again.
+                self._partial_since = time.monotonic()
 
     def eof_received(self) -> bool:
         # Let queued requests finish; the worker closes when the queue is empty.
@@ -246,7 +249,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Why the connection should be closed by the timeouts, or None."""
         limits = self._limits
         since = self._partial_since
-        if since is not None and limits.request_read_seconds is not None:
+        if (
+            since is not None
+            and limits.request_read_seconds is not None
+            and not self._reading_paused
+        ):
             if now - since > limits.request_read_seconds:
                 return f"request incomplete after {limits.request_read_seconds:g} s"
         if (

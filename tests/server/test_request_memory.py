@@ -156,3 +156,25 @@ async def test_unread_responses_are_charged_to_the_pool(start_broker: StartBroke
 def test_budget_smaller_than_the_largest_request_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="queued.max.request.bytes"):
         broker_config(tmp_path, 0, queued_max_request_bytes="1000")
+
+
+async def test_a_request_we_stopped_reading_is_not_timed_out(start_broker: StartBroker) -> None:
+    broker = await start_broker(
+        socket_request_max_bytes="1000000",
+        queued_max_request_bytes="1000000",
+        request_read_timeout_ms="1000",
+    )
+    pool = broker.server.pool
+    hog = await RawClient.connect(broker.port)
+    hog.writer.write(padded_api_versions(1, 900_000)[:-100])
+    await wait_until(lambda: pool.used >= 850_000)
+    waiting = await RawClient.connect(broker.port)
+    waiting.writer.write(padded_api_versions(2, 500_000))
+    await wait_until(lambda: pool.waiting == 1)
+    # The stalled hog is closed by the read timeout; the request the broker held back
+    # (not read for want of memory) is not, and is answered once memory is free.
+    assert await hog.closed_by_peer(timeout=5)
+    size = struct.unpack(">i", await asyncio.wait_for(waiting.reader.readexactly(4), 10))[0]
+    assert struct.unpack(">i", (await waiting.reader.readexactly(size))[:4])[0] == 2
+    for client in (hog, waiting):
+        await client.close()
