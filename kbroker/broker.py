@@ -34,7 +34,7 @@ from kbroker.metrics import BrokerMetrics, MetricsServer
 from kbroker.partition import Partition
 from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.purgatory import Purgatory
-from kbroker.quotas import QuotaManager
+from kbroker.quotas import CONNECTION_CREATION_RATE, IP, QuotaManager
 from kbroker.server.connection import ConnectionLimits
 from kbroker.server.connection_quotas import (
     ConnectionLimitsConfig,
@@ -142,7 +142,7 @@ class Broker:
             self.dispatcher.reject_version,
             connection_limits(config),
             MemoryPool(_positive_or_none(config.get("queued.max.request.bytes"))),
-            ConnectionQuotas(connection_quotas_config(config)),
+            ConnectionQuotas(connection_quotas_config(config), self._ip_creation_rate),
         )
         self._flusher: asyncio.Task[None] | None = None
         self.storage: StorageLifecycle | None = None
@@ -152,6 +152,17 @@ class Broker:
         # Bound ports: the first listener's, and every listener's by name.
         self.port = 0
         self.ports: dict[str, int] = {}
+
+    def _ip_creation_rate(self, ip: str) -> float | None:
+        """The connection_creation_rate client quota of an address, or of the default IP."""
+        quotas = self.metadata.client_quotas()
+        if not quotas:
+            return None
+        for key in (((IP, ip),), ((IP, None),)):
+            rate = quotas.get(key, {}).get(CONNECTION_CREATION_RATE)
+            if rate is not None:
+                return rate
+        return None
 
     def partition(self, topic: str, index: int) -> Partition | None:
         """The partition if this broker leads it (what clients may produce to and read)."""

@@ -11,11 +11,15 @@ Kafka's rules, which the listener's accept loop (listener.py) follows:
   connections are created per second than the rate, over a one-second sliding window.
 - ``max.connections.per.ip`` and ``max.connections.per.ip.overrides``: a connection past
   its address's limit is accepted and closed at once.
+- The ``connection_creation_rate`` client quota of an IP entity (or the default IP): a
+  connection past the address's rate is accepted, and closed after the delay that brings
+  the rate back to the quota (KIP-612), without being served.
 """
 
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -37,14 +41,21 @@ class ConnectionLimitsConfig:
 
 
 RATE_WINDOW_SECONDS = 1.0
+MAX_TRACKED_ADDRESSES = 10_000
 
 
 class ConnectionQuotas:
     """Counts connections by listener and address and answers the accept loop's
     questions; times are seconds from any monotonic clock."""
 
-    def __init__(self, config: ConnectionLimitsConfig) -> None:
+    def __init__(
+        self,
+        config: ConnectionLimitsConfig,
+        ip_rate: Callable[[str], float | None] = lambda ip: None,
+    ) -> None:
         self.config = config
+        # The connection_creation_rate quota of an address (client quotas), if any.
+        self._ip_rate = ip_rate
         self.total = 0
         self.by_listener: collections.Counter[str] = collections.Counter()
         self.by_ip: collections.Counter[str] = collections.Counter()
@@ -72,9 +83,26 @@ class ConnectionQuotas:
         window = self._created.setdefault(key, collections.deque())
         while window and window[0] <= now - RATE_WINDOW_SECONDS:
             window.popleft()
+
         if len(window) < rate:
             return 0.0
         return window[len(window) - rate] + RATE_WINDOW_SECONDS - now
+
+    def ip_throttle(self, ip: str, now: float) -> float:
+        """Seconds to hold a new connection from `ip` before closing it, 0 to serve it; a
+        served one counts towards the address's creation rate."""
+        rate = self._ip_rate(ip)
+        if rate is None:
+            return 0.0
+        key = f"ip:{ip}"
+        if len(self._created) > MAX_TRACKED_ADDRESSES:
+            # Forget the addresses that created nothing in the last window.
+            for old in [k for k, w in self._created.items() if k and (not w or w[-1] <= now - 1)]:
+                del self._created[old]
+        delay = self._delay(key, max(1, int(rate)), now)
+        if delay == 0:
+            self._created[key].append(now)
+        return delay
 
     def limit_for_ip(self, ip: str) -> int:
         return self.config.per_ip_overrides.get(ip, self.config.max_per_ip)

@@ -166,7 +166,19 @@ class KafkaServer:
                 await asyncio.sleep(0.1)
                 continue
             ip = address[0]
-            if not quotas.open(listener, ip, time.monotonic()):
+            now = time.monotonic()
+            hold = quotas.ip_throttle(ip, now)
+            if hold > 0:
+                self._burst_log.log(
+                    f"ip-rate:{ip}",
+                    "Connection from %s over its connection_creation_rate quota: closed after "
+                    "%.0f ms",
+                    ip,
+                    hold * 1000,
+                )
+                loop.call_later(hold, conn.close)
+                continue
+            if not quotas.open(listener, ip, now):
                 self._burst_log.log(
                     f"ip:{ip}",
                     "Rejected connection from %s, address already has the configured maximum "

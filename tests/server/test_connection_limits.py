@@ -128,3 +128,35 @@ def test_bad_listener_override_and_per_ip_overrides_are_refused(tmp_path) -> Non
         broker_config(tmp_path, 0, **{"listener_name_plaintext_max_connections": "-3"})
     with pytest.raises(ConfigError, match="Unknown"):
         broker_config(tmp_path, 0, **{"listener_name_plaintext_num_partitions": "3"})
+
+
+async def test_ip_connection_creation_rate_quota_closes_the_excess(
+    start_broker: StartBroker,  # noqa: F811
+) -> None:
+    from wire.messages.alter_client_quotas_request import (
+        AlterClientQuotasRequest,
+        EntityData,
+        EntryData,
+        OpData,
+    )
+
+    broker = await start_broker()
+    admin = await RawClient.connect(broker.port)
+    request = AlterClientQuotasRequest(
+        entries=[
+            EntryData(
+                entity=[EntityData(entity_type="ip", entity_name="127.0.0.1")],
+                ops=[OpData(key="connection_creation_rate", value=3)],
+            )
+        ]
+    )
+    response = await admin.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, request)
+    assert response.entries[0].error_code == 0
+    await asyncio.sleep(1.1)  # the admin connection is out of the rate window
+    clients = [await RawClient.connect(broker.port) for _ in range(8)]
+    served = [await answers(c, timeout=2) for c in clients]
+    # Three a second are served; the others are held, then closed unserved (KIP-612).
+    assert served[:3] == [True] * 3 and served.count(True) <= 4
+    assert await answers(admin)
+    for client in [admin, *clients]:
+        await client.close()
