@@ -12,6 +12,7 @@ unless ``validate_only``. Quotas live in the metadata backend (controller/quota_
 from __future__ import annotations
 
 import math
+from collections.abc import Container
 from typing import TYPE_CHECKING
 
 from controller.quota_store import QuotaChange
@@ -44,16 +45,20 @@ def _invalid(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_REQUEST, message)
 
 
+def _check_entity_type(entity_type: str, seen: Container[str]) -> None:
+    if entity_type not in ENTITY_TYPES:
+        raise _invalid(f"Custom entity type {entity_type!r} not supported")
+    if entity_type in seen:
+        raise _invalid(f"Duplicate entity type {entity_type!r}")
+
+
 async def handle_describe_client_quotas(
     broker: Broker, header: RequestHeader, request: DescribeClientQuotasRequest, version: int
 ) -> describe_out.DescribeClientQuotasResponse:
     try:
         wanted: dict[str, tuple[int, str | None]] = {}
         for component in request.components:
-            if component.entity_type not in ENTITY_TYPES:
-                raise _invalid(f"Custom entity type {component.entity_type!r} not supported")
-            if component.entity_type in wanted:
-                raise _invalid(f"Duplicate entity type {component.entity_type!r} in filter")
+            _check_entity_type(component.entity_type, wanted)
             if component.match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED):
                 raise _invalid(f"Unknown match type {component.match_type}")
             wanted[component.entity_type] = (component.match_type, component.match)
@@ -95,10 +100,7 @@ def _change(entry: EntryData) -> QuotaChange:
     """The entry as a change, or KafkaError(INVALID_REQUEST)."""
     names: dict[str, str | None] = {}
     for part in entry.entity:
-        if part.entity_type not in ENTITY_TYPES:
-            raise _invalid(f"Custom entity type {part.entity_type!r} not supported")
-        if part.entity_type in names:
-            raise _invalid(f"Duplicate entity type {part.entity_type!r}")
+        _check_entity_type(part.entity_type, names)
         if part.entity_name == "":
             raise _invalid("Empty entity name")
         names[part.entity_type] = part.entity_name

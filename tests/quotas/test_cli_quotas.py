@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 
 from kbroker.broker import Broker
+from tests.group.test_cli_groups import kbroker_cli
 from tests.server.conftest import broker  # noqa: F401
 
 
 async def quotas_cli(broker: Broker, *args: str) -> tuple[int, str, str]:  # noqa: F811
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kbroker",
-        "quotas",
-        *args,
-        "--bootstrap-server",
-        f"127.0.0.1:{broker.port}",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+    return await kbroker_cli(broker, "quotas", *args)
 
 
 async def test_alter_then_describe(broker: Broker) -> None:  # noqa: F811
