@@ -256,12 +256,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         ):
             if now - since > limits.request_read_seconds:
                 return f"request incomplete after {limits.request_read_seconds:g} s"
+        # Idle: nothing read or written for that long and no request being handled; a
+        # partial request counts as idle too (Kafka's rule), unless we stopped reading it.
         if (
             limits.idle_seconds is not None
             and now - self.last_activity > limits.idle_seconds
             and not self._frames
             and not self._handling_bytes
-            and since is None
+            and not self._reading_paused
         ):
             return f"idle for more than {limits.idle_seconds:g} s"
         return None

@@ -178,3 +178,13 @@ async def test_a_request_we_stopped_reading_is_not_timed_out(start_broker: Start
     assert struct.unpack(">i", (await waiting.reader.readexactly(size))[:4])[0] == 2
     for client in (hog, waiting):
         await client.close()
+
+
+async def test_partial_request_is_closed_as_idle_without_a_read_timeout(
+    start_broker: StartBroker,
+) -> None:
+    broker = await start_broker(request_read_timeout_ms="-1", connections_max_idle_ms="400")
+    stalled = await RawClient.connect(broker.port)
+    stalled.writer.write(padded_api_versions(1, 50_000)[:1000])
+    assert await stalled.closed_by_peer(timeout=5)
+    await stalled.close()
