@@ -73,15 +73,16 @@ class Settings:
 
 
 @contextmanager
-def own_broker() -> Iterator[Any]:
-    """Start a kbroker on a temporary log directory; yields its BrokerProcess."""
+def own_broker(**overrides: str) -> Iterator[Any]:
+    """Start a kbroker on a temporary log directory, with these property overrides; yields
+    its BrokerProcess."""
     # Run as a script, the repository root is not on sys.path; the launcher lives there.
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
     from compat_tests.broker_process import BrokerProcess
 
     work = Path(tempfile.mkdtemp(prefix="kbroker-bench-"))
-    broker = BrokerProcess(work)
+    broker = BrokerProcess(work, overrides=overrides)
     try:
         broker.start(timeout=30.0)
         yield broker

@@ -306,3 +306,68 @@ def test_long_poll_on_empty_topic_wakes_on_produce(
         consumer.close()
     assert msg.value() == b"late"
     assert received_at - produced_at[0] < 2.5, "fetch was not woken by the append"
+
+
+def test_compacted_topic_fails_exactly_the_keyless_records(
+    bootstrap: str, create_topic: Callable[..., str]
+) -> None:
+    """KIP-467: the broker names the keyless records of a batch (record_errors), and
+    librdkafka fails those with INVALID_RECORD and the others as collateral."""
+    topic = create_topic(config={"cleanup.policy": "compact"})
+    reports: dict[int, KafkaError | None] = {}
+
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        reports[int(msg.value())] = err
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 200, "retries": 0, "acks": "all"}
+    )
+    for i in range(6):
+        key = None if i in (1, 4) else f"k{i}".encode()
+        producer.produce(topic, value=str(i).encode(), key=key, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    assert len(reports) == 6
+    invalid = {i for i, err in reports.items() if err and err.code() == KafkaError.INVALID_RECORD}
+    assert invalid == {1, 4}
+    assert all(reports[i] is not None for i in (0, 2, 3, 5))
+
+
+def test_producer_over_its_quota_is_told_its_throttle_time(bootstrap: str) -> None:
+    """KIP-219: throttle_time_ms in the response; librdkafka reports it (throttle_cb), and
+    a client without a quota sees none."""
+    client_id = f"quoted-{uuid.uuid4().hex[:8]}"
+    _alter_client_quota(bootstrap, client_id, producer_byte_rate=10_000)
+    topic = f"quota-{uuid.uuid4().hex[:8]}"
+    throttles: dict[str, list[float]] = {client_id: [], "unquoted": []}
+    for name in throttles:
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": name,
+                "linger.ms": 100,
+                "throttle_cb": lambda event, name=name: throttles[name].append(event.throttle_time),
+            }
+        )
+        for _ in range(300):
+            producer.produce(topic, b"x" * 1000)
+        assert producer.flush(30) == 0
+        deadline = time.monotonic() + 5
+        while name == client_id and not throttles[name] and time.monotonic() < deadline:
+            producer.poll(0.1)
+    assert throttles[client_id] and max(throttles[client_id]) > 0
+    assert throttles["unquoted"] == []
+
+
+def _alter_client_quota(bootstrap: str, client_id: str, **quotas: float) -> None:
+    """AlterClientQuotas through kbroker's own admin code (confluent-kafka has no API)."""
+    import asyncio
+
+    from kbroker.client import KafkaClient
+    from kbroker.ops.admin import parse_bootstrap
+    from kbroker.ops.quotas import alter_quotas
+
+    async def alter() -> None:
+        async with KafkaClient(parse_bootstrap(bootstrap), timeout=30) as client:
+            await alter_quotas(client, [("client-id", client_id)], quotas, [])
+
+    asyncio.run(alter())

@@ -14,8 +14,12 @@ log dir and survives restarts. Files:
          "partitions": [{"partition": 0, "leader": 0, "leader_epoch": 0,
                          "replicas": [0], "isr": [0]}]}
       ],
-      "broker_configs": {"log.retention.ms": "1000"}
+      "broker_configs": {"log.retention.ms": "1000"},
+      "client_quotas": [{"entity": [["user", "alice"]],
+                         "quotas": {"producer_byte_rate": 1048576.0}}]
     }
+
+``client_quotas`` (controller/quota_store.py) may be absent in older files.
 
 It is replaced whole on every change: written to ``__kbroker_metadata.json.tmp``, fsynced,
 renamed over the old file, then the directory is fsynced (DESIGN rule 6), so a crash leaves
@@ -39,12 +43,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from controller import quota_store
 from controller.interface import (
     BrokerInfo,
     Endpoint,
     PartitionInfo,
     TopicInfo,
 )
+from controller.quota_store import QuotaChange
 from controller.topic_cache import TopicCache
 from controller.topic_plans import plan_partitions, plan_topic
 from kbroker.config import (
@@ -54,6 +60,7 @@ from kbroker.config import (
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
+from kbroker.quotas import QuotaEntity
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +148,7 @@ class EmbeddedMetadata(TopicCache):
         self._dir = config.log_dirs[0]
         self._cluster_id = ""
         self._broker_configs: dict[str, str] = {}
+        self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._lock = asyncio.Lock()
         self._me = self._own_info()
 
@@ -175,6 +183,9 @@ class EmbeddedMetadata(TopicCache):
     def broker_configs(self) -> dict[str, str]:
         return dict(self._broker_configs)
 
+    def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
+        return self._client_quotas
+
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -201,10 +212,13 @@ class EmbeddedMetadata(TopicCache):
                 topics = [_topic_from_json(t) for t in state["topics"]]
                 broker_configs = {str(k): str(v) for k, v in state["broker_configs"].items()}
                 cluster_id = str(state["cluster_id"])
+                # Absent in files written before client quotas existed.
+                client_quotas = quota_store.from_json(state.get("client_quotas", []))
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 raise MetadataStoreError(f"cannot read {path}: {e}") from e
             self._publish_topics({t.name: t for t in topics})
             self._broker_configs = broker_configs
+            self._client_quotas = client_quotas
             stored_ids.add(cluster_id)
         if len(stored_ids) > 1:
             raise MetadataStoreError(
@@ -246,12 +260,20 @@ class EmbeddedMetadata(TopicCache):
             if not path.exists():
                 atomic_write(path, text.encode("ascii"))
 
-    def _persist(self, topics: Mapping[str, TopicInfo], broker_configs: Mapping[str, str]) -> None:
+    def _persist(
+        self,
+        topics: Mapping[str, TopicInfo],
+        broker_configs: Mapping[str, str],
+        client_quotas: Mapping[QuotaEntity, Mapping[str, float]] | None = None,
+    ) -> None:
         state = {
             "version": FORMAT_VERSION,
             "cluster_id": self._cluster_id,
             "topics": [_topic_to_json(t) for t in topics.values()],
             "broker_configs": dict(broker_configs),
+            "client_quotas": quota_store.to_json(
+                self._client_quotas if client_quotas is None else client_quotas
+            ),
         }
         data = json.dumps(state, indent=1, sort_keys=True).encode("utf-8")
         atomic_write(self._dir / METADATA_FILE, data)
@@ -273,6 +295,12 @@ class EmbeddedMetadata(TopicCache):
         return {self._config.broker_id: self._config.broker_rack}
 
     # --- changes -------------------------------------------------------------------------
+
+    async def alter_client_quotas(self, changes: Sequence[QuotaChange]) -> None:
+        async with self._lock:
+            table = quota_store.apply_changes(self._client_quotas, changes)
+            await asyncio.to_thread(self._persist, self._topics, self._broker_configs, table)
+            self._client_quotas = table
 
     async def create_topic(
         self,

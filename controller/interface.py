@@ -12,7 +12,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from controller.quota_store import QuotaChange
+    from kbroker.quotas import QuotaEntity
 
 # Kafka's internal topics (Topic.INTERNAL_TOPICS).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -134,6 +138,15 @@ class MetadataBackend(Protocol):
 
     async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
         """Replace this broker's dynamic config overrides."""
+        ...
+
+    def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
+        """Client quotas by entity (controller/quota_store.py); read-only, and the same
+        object until the quotas change."""
+        ...
+
+    async def alter_client_quotas(self, changes: Sequence[QuotaChange]) -> None:
+        """Apply quota changes (a None value removes the key), persisted before return."""
         ...
 
     def add_listener(self, callback: TopicListener) -> None: ...

@@ -50,7 +50,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
-from controller import decisions, zk_paths
+from controller import decisions, quota_store, zk_paths
 from controller.embedded import kafka_uuid_string, random_kafka_uuid
 from controller.interface import (
     INTERNAL_TOPICS,
@@ -59,10 +59,12 @@ from controller.interface import (
     PartitionInfo,
     TopicInfo,
 )
+from controller.quota_store import QuotaChange
 from controller.topic_cache import TopicCache
 from controller.topic_plans import plan_partitions, plan_topic
 from controller.zk_paths import PartitionState
 from kbroker.config import BrokerConfig, validate_dynamic_broker_configs, validate_topic_configs
+from kbroker.quotas import CLIENT_ID, IP, USER, QuotaEntity
 from wire.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -88,6 +90,7 @@ class Snapshot:
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     states: dict[TopicPartition, tuple[PartitionState, int]] = field(default_factory=dict)
     broker_configs: dict[str, str] = field(default_factory=dict)
+    client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
     topic_versions: dict[str, int] = field(default_factory=dict)
     moving: dict[TopicPartition, decisions.Reassignment] = field(default_factory=dict)
 
@@ -136,6 +139,9 @@ class ZkMetadata(TopicCache):
 
     def broker_configs(self) -> dict[str, str]:
         return dict(self._snapshot.broker_configs)
+
+    def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
+        return self._snapshot.client_quotas
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -346,7 +352,42 @@ class ZkMetadata(TopicCache):
             snap.broker_configs = zk_paths.decode_config(data)
         except NoNodeError:
             zk.exists(zk_paths.broker_config_path(self._me), watch=watch)
+        snap.client_quotas = self._read_client_quotas()
+        if snap.client_quotas == self._snapshot.client_quotas:
+            # Unchanged: keep the object, which the quota manager compares by identity.
+            snap.client_quotas = self._snapshot.client_quotas
         return snap
+
+    def _read_client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        """Every quota znode (controller/quota_store.py), watched."""
+        zk = self._zk
+        watch = self._watch
+        out: dict[QuotaEntity, dict[str, float]] = {}
+
+        def read(path: str, key: QuotaEntity) -> None:
+            try:
+                data, _ = zk.get(path, watch=watch)
+            except NoNodeError:
+                return
+            quotas = quota_store.decode_quotas(zk_paths.decode_config(data))
+            if quotas:
+                out[key] = quotas
+
+        roots = ((quota_store.USERS, USER), (quota_store.CLIENTS, CLIENT_ID), (quota_store.IPS, IP))
+        for root, kind in roots:
+            for node in zk.get_children(root, watch=watch):
+                name = quota_store.desanitize(node)
+                read(f"{root}/{node}", ((kind, name),))
+                if kind != USER:
+                    continue
+                try:
+                    clients = zk.get_children(f"{root}/{node}/clients", watch=watch)
+                except NoNodeError:
+                    continue
+                for client in clients:
+                    key = ((CLIENT_ID, quota_store.desanitize(client)), (USER, name))
+                    read(f"{root}/{node}/clients/{client}", key)
+        return out
 
     def _run_for_controller(self) -> None:
         try:
@@ -892,6 +933,26 @@ class ZkMetadata(TopicCache):
         validate_dynamic_broker_configs(configs)
         await self._zk_call(self._set_config_node, zk_paths.broker_config_path(self._me), configs)
         await self._refresh_after_write()
+
+    async def alter_client_quotas(self, changes: Sequence[QuotaChange]) -> None:
+        await self._zk_call(self._write_client_quotas, changes)
+        await self._refresh_after_write()
+
+    def _write_client_quotas(self, changes: Sequence[QuotaChange]) -> None:
+        current = self._snapshot.client_quotas
+        for key, _ in changes:
+            quotas = quota_store.apply_changes(current, [c for c in changes if c[0] == key])
+            self._set_config_node(
+                f"/config/{quota_store.entity_path(key)}",
+                quota_store.encode_quotas(quotas.get(key, {})),
+            )
+            # Kafka's brokers learn of the change from this notification (version 2).
+            self._zk.create(
+                quota_store.CHANGE_PREFIX,
+                zk_paths.dump_json({"version": 2, "entity_path": quota_store.entity_path(key)}),
+                sequence=True,
+                makepath=True,
+            )
 
 
 # Offsets stored by ZooKeeper-based consumers: /consumers/<group>/offsets/<topic>/<partition>.

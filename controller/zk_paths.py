@@ -46,7 +46,18 @@ TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
 # Created at start so watches and children listings never hit a missing parent.
-PERSISTENT_PATHS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, "/cluster")
+PERSISTENT_PATHS = (
+    BROKER_IDS,
+    TOPICS,
+    TOPIC_CONFIGS,
+    BROKER_CONFIGS,
+    "/cluster",
+    # Client quotas (controller/quota_store.py).
+    "/config/users",
+    "/config/clients",
+    "/config/ips",
+    "/config/changes",
+)
 
 
 def broker_path(broker_id: int) -> str:
@@ -77,7 +88,7 @@ def broker_config_path(broker_id: int) -> str:
     return f"{BROKER_CONFIGS}/{broker_id}"
 
 
-def _dump(obj: Any) -> bytes:
+def dump_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True).encode("utf-8")
 
 
@@ -104,7 +115,7 @@ class PartitionState:
 
 
 def encode_state(state: PartitionState) -> bytes:
-    return _dump(
+    return dump_json(
         {
             "version": 1,
             "controller_epoch": state.controller_epoch,
@@ -141,7 +152,7 @@ def encode_assignment(
     adding: Mapping[int, Sequence[int]] | None = None,
     removing: Mapping[int, Sequence[int]] | None = None,
 ) -> bytes:
-    return _dump(
+    return dump_json(
         {
             "version": 3,
             "topic_id": kafka_uuid(topic_id),
@@ -174,7 +185,7 @@ def decode_assignment(data: bytes) -> tuple[uuid.UUID, list[tuple[int, ...]]]:
 
 
 def encode_config(config: Mapping[str, str]) -> bytes:
-    return _dump({"version": 1, "config": dict(config)})
+    return dump_json({"version": 1, "config": dict(config)})
 
 
 def decode_config(data: bytes) -> dict[str, str]:
@@ -209,7 +220,7 @@ def encode_broker(
     """``host``/``port`` are the inter-broker endpoint; ``endpoints`` every advertised
     listener (only PLAINTEXT ones are supported), by default a PLAINTEXT one at host:port."""
     listed = list(endpoints) if endpoints else [Endpoint("PLAINTEXT", host, port)]
-    return _dump(
+    return dump_json(
         {
             "version": 4,
             "host": host,
@@ -235,7 +246,7 @@ def decode_broker_endpoints(data: bytes) -> tuple[Endpoint, ...]:
 
 
 def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
-    return _dump({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
+    return dump_json({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
 
 
 def decode_controller(data: bytes) -> int:
@@ -243,7 +254,7 @@ def decode_controller(data: bytes) -> int:
 
 
 def encode_cluster_id(cluster_id: str) -> bytes:
-    return _dump({"version": "1", "id": cluster_id})
+    return dump_json({"version": "1", "id": cluster_id})
 
 
 def decode_cluster_id(data: bytes) -> str:

@@ -17,13 +17,14 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import time
 from collections.abc import Callable
 
 from controller.embedded import EmbeddedMetadata
 from controller.interface import Endpoint, MetadataBackend, TopicInfo
 from controller.zk_backend import ZkMetadata
-from kbroker.config import BrokerConfig, effective_topic_config
+from kbroker.config import BrokerConfig, effective_topic_config, parse_per_ip_overrides
 from kbroker.dispatch import Dispatcher
 from kbroker.group.coordinator import GroupCoordinator
 from kbroker.log.lifecycle import LifecycleSettings, StorageLifecycle
@@ -33,8 +34,15 @@ from kbroker.metrics import BrokerMetrics, MetricsServer
 from kbroker.partition import Partition
 from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.purgatory import Purgatory
+from kbroker.quotas import CONNECTION_CREATION_RATE, IP, QuotaManager
 from kbroker.server.connection import ConnectionLimits
+from kbroker.server.connection_quotas import (
+    ConnectionLimitsConfig,
+    ConnectionQuotas,
+    ListenerLimits,
+)
 from kbroker.server.listener import KafkaServer
+from kbroker.server.memory_pool import MemoryPool
 from replication.fetcher import make_settings
 from replication.manager import ReplicaManager
 
@@ -42,6 +50,56 @@ log = logging.getLogger(__name__)
 
 # How often logs with a flush.ms setting are checked.
 FLUSH_CHECK_SECONDS = 1.0
+
+
+def _positive_or_none(value: int) -> int | None:
+    """Kafka's convention for limits: zero or negative means none."""
+    return value if value > 0 else None
+
+
+def connection_limits(config: BrokerConfig) -> ConnectionLimits:
+    idle_ms = _positive_or_none(config.get("connections.max.idle.ms"))
+    read_ms = _positive_or_none(config.get("request.read.timeout.ms"))
+    return ConnectionLimits(
+        max_frame_bytes=config.socket_request_max_bytes,
+        idle_seconds=None if idle_ms is None else idle_ms / 1000,
+        request_read_seconds=None if read_ms is None else read_ms / 1000,
+    )
+
+
+def connection_quotas_config(config: BrokerConfig) -> ConnectionLimitsConfig:
+    """KIP-402 / KIP-612 limits, with each listener's listener.name.<l>.* overrides."""
+    listeners = {
+        lst.name: ListenerLimits(
+            config.listener_value(lst.name, "max.connections"),
+            config.listener_value(lst.name, "max.connection.creation.rate"),
+            inter_broker=lst.name == config.inter_broker_listener_name,
+        )
+        for lst in config.listeners
+    }
+    return ConnectionLimitsConfig(
+        max_connections=config.get("max.connections"),
+        max_creation_rate=config.get("max.connection.creation.rate"),
+        max_per_ip=config.get("max.connections.per.ip"),
+        per_ip_overrides=resolve_hosts(
+            parse_per_ip_overrides(config.get("max.connections.per.ip.overrides"))
+        ),
+        listeners=listeners,
+    )
+
+
+def resolve_hosts(limits: dict[str, int]) -> dict[str, int]:
+    """Per-host limits keyed by address, as connections are counted (Kafka resolves the
+    host names of max.connections.per.ip.overrides too); a name that does not resolve is
+    kept as written."""
+    out: dict[str, int] = {}
+    for host, limit in limits.items():
+        try:
+            address = socket.gethostbyname(host)
+        except OSError:
+            address = host
+        out[address] = limit
+    return out
 
 
 class Broker:
@@ -70,12 +128,21 @@ class Broker:
         # Every partition replica hosted here, leader or follower.
         self.partitions: dict[tuple[str, int], Partition] = self.replica_manager.partitions
         self.producer_ids = ProducerIdAllocator(config.log_dirs[0])
+        # Client quotas (kbroker/quotas.py), from the metadata backend's table.
+        self.quotas = QuotaManager(
+            self.metadata.client_quotas,
+            samples=config.get("quota.window.num"),
+            window_seconds=config.get("quota.window.size.seconds"),
+            clock=time.monotonic,
+        )
         self.dispatcher = Dispatcher(self)
         self.group_coordinator = GroupCoordinator(self)
-        self._server = KafkaServer(
+        self.server = KafkaServer(
             self.dispatcher.handle,
             self.dispatcher.reject_version,
-            ConnectionLimits(max_frame_bytes=config.socket_request_max_bytes),
+            connection_limits(config),
+            MemoryPool(_positive_or_none(config.get("queued.max.request.bytes"))),
+            ConnectionQuotas(connection_quotas_config(config), self._ip_creation_rate),
         )
         self._flusher: asyncio.Task[None] | None = None
         self.storage: StorageLifecycle | None = None
@@ -85,6 +152,17 @@ class Broker:
         # Bound ports: the first listener's, and every listener's by name.
         self.port = 0
         self.ports: dict[str, int] = {}
+
+    def _ip_creation_rate(self, ip: str) -> float | None:
+        """The connection_creation_rate client quota of an address, or of the default IP."""
+        quotas = self.metadata.client_quotas()
+        if not quotas:
+            return None
+        for key in (((IP, ip),), ((IP, None),)):
+            rate = quotas.get(key, {}).get(CONNECTION_CREATION_RATE)
+            if rate is not None:
+                return rate
+        return None
 
     def partition(self, topic: str, index: int) -> Partition | None:
         """The partition if this broker leads it (what clients may produce to and read)."""
@@ -115,7 +193,7 @@ class Broker:
         # After the topics are hosted: creates __consumer_offsets and loads its partitions.
         await self.group_coordinator.start()
         for name, host, port in self.config.listeners:
-            self.ports[name] = await self._server.start(host, port, name)
+            self.ports[name] = await self.server.start(host, port, name)
         self.port = self.ports[self.config.listeners[0].name]
         await self.replica_manager.start()
         if self.zk is not None:
@@ -148,7 +226,7 @@ class Broker:
         # First, so JoinGroup/SyncGroup requests parked in the coordinator are answered
         # (NOT_COORDINATOR) and their connections can finish.
         await self.group_coordinator.stop()
-        await self._server.close()
+        await self.server.close()
         if self.metrics_server is not None:
             await self.metrics_server.close()
         if self._flusher is not None:

@@ -32,8 +32,11 @@ from typing import Any, NamedTuple
 from kbroker.config_defs import (
     BROKER_DEFS,
     BROKER_FALLBACKS,
+    LISTENER_OVERRIDABLE,
+    LISTENER_PREFIX,
     NO_EFFECT_YET,
     TOPIC_DEFS,
+    TOPIC_UNSUPPORTED_VALUES,
     ConfigDef,
     ConfigSource,
     ConfigType,
@@ -234,6 +237,29 @@ def _advertise(listener: Listener) -> Listener:
 # --- the broker configuration ---------------------------------------------------------------
 
 
+def _listener_override(name: str) -> tuple[str, str] | None:
+    """(listener, property) of a listener.name.<listener>.<property> name Kafka lets a
+    listener override, or None."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, prop = name[len(LISTENER_PREFIX) :].partition(".")
+    return (listener, prop) if listener and prop in LISTENER_OVERRIDABLE else None
+
+
+def parse_per_ip_overrides(raw: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides: ``host:count`` entries separated by commas."""
+    out: dict[str, int] = {}
+    for entry in filter(None, (e.strip() for e in raw.split(","))):
+        host, sep, count = entry.rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ConfigError(
+                f"Invalid value {raw!r} for configuration max.connections.per.ip.overrides: "
+                f"expected host:count entries, got {entry!r}"
+            )
+        out[host.strip()] = int(count)
+    return out
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """Typed broker configuration. ``props`` holds the properties given explicitly (as strings);
@@ -275,13 +301,20 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
         """Validate and type ``props`` (unknown name or bad value -> ConfigError)."""
-        unknown = sorted(name for name in props if name not in BROKER_DEFS)
+        unknown = sorted(
+            name for name in props if name not in BROKER_DEFS and _listener_override(name) is None
+        )
         if unknown:
             raise ConfigError(f"Unknown configuration property {unknown[0]!r}")
         values: dict[str, Any] = {}
         for name, d in BROKER_DEFS.items():
             raw = props.get(name, d.default)
             values[name] = None if raw is None else _parse(d, raw)
+        for name, raw in props.items():
+            override = _listener_override(name)
+            if override is not None:
+                values[name] = _parse(BROKER_DEFS[override[1]], raw)
+        parse_per_ip_overrides(values["max.connections.per.ip.overrides"])
 
         protocols = _parse_protocol_map(values["listener.security.protocol.map"])
         listeners = parse_listeners("listeners", values["listeners"], protocols)
@@ -330,6 +363,13 @@ class BrokerConfig:
             raise ConfigError(
                 "Invalid value for configuration default.replication.factor: at most 32767"
             )
+        queued_bytes = values["queued.max.request.bytes"]
+        if 0 < queued_bytes < values["socket.request.max.bytes"]:
+            raise ConfigError(
+                f"Invalid value {queued_bytes} for configuration queued.max.request.bytes: must "
+                "be at least socket.request.max.bytes (or -1 for no bound), or the largest "
+                "request could never be read"
+            )
         session_timeout = values["zookeeper.session.timeout.ms"]
         connection_timeout = values["zookeeper.connection.timeout.ms"]
         return cls(
@@ -375,6 +415,10 @@ class BrokerConfig:
     def get(self, name: str) -> Any:
         """The parsed value of any broker property (default included); KeyError if unknown."""
         return self.values[name]
+
+    def listener_value(self, listener: str, name: str) -> Any:
+        """``name`` for one listener: listener.name.<listener>.<name> if set, else ``name``."""
+        return self.values.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}", self.values[name])
 
     def no_effect_properties(self) -> list[str]:
         """Explicitly set properties that are accepted but not acted on yet."""
@@ -436,6 +480,12 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
             raise KafkaError(
                 ErrorCode.INVALID_CONFIG, f"Invalid value {value!r} for topic config {name}: {e}"
             ) from None
+        unsupported = TOPIC_UNSUPPORTED_VALUES.get((name, value.strip().lower()))
+        if unsupported is not None:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value {value!r} for topic config {name}: {unsupported}",
+            )
 
 
 def effective_topic_config(

@@ -3,7 +3,7 @@
 Two tables, both keyed by Kafka's own property names:
 
 - ``BROKER_DEFS``: broker properties (what a stock Kafka ``server.properties`` may contain,
-  plus ``metrics.port`` which is ours).
+  plus ``metrics.port`` and ``request.read.timeout.ms`` which are ours).
 - ``TOPIC_DEFS``: topic-level configs (CreateTopics / AlterConfigs), each naming the broker
   properties that supply its default, in Kafka's priority order (e.g. ``retention.ms`` comes
   from ``log.retention.ms``, then ``log.retention.minutes``, then ``log.retention.hours``).
@@ -170,7 +170,9 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("num.network.threads", INT, "3", min=1),
     ConfigDef("num.io.threads", INT, "8", min=1),
     ConfigDef("queued.max.requests", INT, "500", min=1),
-    ConfigDef("queued.max.request.bytes", LONG, "-1"),
+    # Kafka's default is -1 (unbounded); kbroker bounds request memory by default (100 MiB,
+    # the default socket.request.max.bytes, so the largest request still fits).
+    ConfigDef("queued.max.request.bytes", LONG, "104857600"),
     ConfigDef("request.timeout.ms", INT, "30000", min=0),
     ConfigDef("inter.broker.protocol.version", STR, None),
     ConfigDef("create.topic.policy.class.name", CLASS, None),
@@ -204,7 +206,14 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("max.connections", INT, str(INT32_MAX), min=0),
     ConfigDef("max.connections.per.ip", INT, str(INT32_MAX), min=0),
     ConfigDef("max.connections.per.ip.overrides", STR, ""),
+    ConfigDef("max.connection.creation.rate", INT, str(INT32_MAX), min=0),
+    # Client quotas: Kafka's sample windows.
+    ConfigDef("quota.window.num", INT, "11", min=1),
+    ConfigDef("quota.window.size.seconds", INT, "1", min=1),
     ConfigDef("connections.max.idle.ms", LONG, "600000"),
+    # Ours: how long a request may take to arrive once its first byte has (30 s, the clients'
+    # default request.timeout.ms: a client waiting longer has given up on it anyway); -1: none.
+    ConfigDef("request.read.timeout.ms", LONG, "30000", min=-1),
     # Log basics.
     ConfigDef("log.dirs", LIST, None),
     ConfigDef("log.dir", LIST, "/tmp/kafka-logs"),
@@ -321,7 +330,17 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("transaction.partition.verification.enable", BOOL, "true"),
     ConfigDef("producer.id.expiration.ms", INT, "86400000", min=1),
     ConfigDef("producer.id.expiration.check.interval.ms", INT, "600000", min=1),
+    # Tiered storage (KIP-405): accepted, not supported (-2: use the retention settings).
+    ConfigDef("log.local.retention.ms", LONG, "-2", min=-2),
+    ConfigDef("log.local.retention.bytes", LONG, "-2", min=-2),
 )
+
+# Broker properties a listener may override as listener.name.<listener>.<property>
+# (KIP-402, KIP-612), the listener name in lower case.
+LISTENER_OVERRIDABLE: frozenset[str] = frozenset(
+    {"max.connections", "max.connection.creation.rate"}
+)
+LISTENER_PREFIX = "listener.name."
 
 # Accepted so that a stock server.properties loads, but nothing reads them yet.
 NO_EFFECT_YET: frozenset[str] = frozenset(
@@ -332,7 +351,6 @@ NO_EFFECT_YET: frozenset[str] = frozenset(
         "num.network.threads",
         "num.io.threads",
         "num.recovery.threads.per.data.dir",
-        "queued.max.request.bytes",
         "inter.broker.protocol.version",
         "create.topic.policy.class.name",
         "alter.config.policy.class.name",
@@ -345,10 +363,6 @@ NO_EFFECT_YET: frozenset[str] = frozenset(
         "zookeeper.max.in.flight.requests",
         "zookeeper.set.acl",
         "socket.listen.backlog.size",
-        "max.connections",
-        "max.connections.per.ip",
-        "max.connections.per.ip.overrides",
-        "connections.max.idle.ms",
         "log.flush.offset.checkpoint.interval.ms",
         "log.flush.start.offset.checkpoint.interval.ms",
         "log.preallocate",
@@ -373,6 +387,8 @@ NO_EFFECT_YET: frozenset[str] = frozenset(
         "offsets.commit.required.acks",
         "transaction.state.log.load.buffer.size",
         "transaction.partition.verification.enable",
+        "log.local.retention.ms",
+        "log.local.retention.bytes",
     }
 )
 
@@ -489,7 +505,29 @@ TOPIC_DEFS: dict[str, TopicConfigDef] = _topic_defs(
     _topic(
         ConfigDef("unclean.leader.election.enable", BOOL, "false"), "unclean.leader.election.enable"
     ),
+    # Accepted as Kafka 3.9 accepts them (tools and clients set them), without effect here;
+    # message.format.version is deprecated, and Kafka 3 ignores it for the v2 format too.
+    _topic(ConfigDef("message.format.version", STR, "3.0-IV1"), "log.message.format.version"),
+    _topic(ConfigDef("compression.gzip.level", INT, "-1", min=-1, max=9), "compression.gzip.level"),
+    _topic(ConfigDef("compression.lz4.level", INT, "9", min=1, max=17), "compression.lz4.level"),
+    _topic(
+        ConfigDef("compression.zstd.level", INT, "3", min=-131072, max=22),
+        "compression.zstd.level",
+    ),
+    _topic(ConfigDef("leader.replication.throttled.replicas", LIST, "")),
+    _topic(ConfigDef("follower.replication.throttled.replicas", LIST, "")),
+    _topic(ConfigDef("local.retention.ms", LONG, "-2", min=-2), "log.local.retention.ms"),
+    _topic(ConfigDef("local.retention.bytes", LONG, "-2", min=-2), "log.local.retention.bytes"),
+    _topic(ConfigDef("remote.storage.enable", BOOL, "false")),
+    _topic(ConfigDef("remote.log.copy.disable", BOOL, "false")),
+    _topic(ConfigDef("remote.log.delete.on.disable", BOOL, "false")),
 )
+
+# Values refused although well-formed: what they ask for is not there (Kafka refuses
+# remote.storage.enable=true too when the broker has no tiered storage).
+TOPIC_UNSUPPORTED_VALUES: dict[tuple[str, str], str] = {
+    ("remote.storage.enable", "true"): "tiered storage is not supported"
+}
 
 # Broker properties that fall back to another one when unset (Kafka's synonyms on the broker
 # side, highest priority first), used for DescribeConfigs synonyms of BROKER resources.

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kbroker.handlers import (
     admin_topics,
     api_versions,
+    client_quotas,
     cluster,
     configs,
     delete_records,
@@ -97,6 +98,8 @@ HANDLERS.update(
         ApiKey.ELECT_LEADERS: elect_leaders.handle_elect_leaders,
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter_partition_reassignments,
         ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list_partition_reassignments,
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe_client_quotas,
+        ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter_client_quotas,
     }
 )
 

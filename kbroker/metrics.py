@@ -244,6 +244,7 @@ class BrokerMetrics:
         out = Exposition()
         self.requests.expose(out)
         self._expose_state(out)
+        self._expose_limits(out)
         self._expose_logs(out)
         self._expose_group_lag(out)
         return out.render()
@@ -285,6 +286,39 @@ class BrokerMetrics:
         out.sample("kbroker_isr_shrinks_total", (), self.isr.shrinks)
         out.family("kbroker_isr_expands_total", "counter", "ISR expands of partitions led here.")
         out.sample("kbroker_isr_expands_total", (), self.isr.expands)
+
+    def _expose_limits(self, out: Exposition) -> None:
+        """Client quotas (throttles per quota type), the request memory pool and the
+        connection counts (kbroker/quotas.py, kbroker/server/)."""
+        quotas = self._broker.quotas
+        out.family(
+            "kbroker_quota_throttled_total", "counter", "Responses throttled, by quota type."
+        )
+        for key, count in sorted(quotas.throttled.items()):
+            out.sample("kbroker_quota_throttled_total", (("quota", key),), count)
+        out.family(
+            "kbroker_quota_throttle_time_ms_total",
+            "counter",
+            "Throttle time given to clients, by quota type.",
+        )
+        for key, total in sorted(quotas.throttle_ms_total.items()):
+            out.sample("kbroker_quota_throttle_time_ms_total", (("quota", key),), total)
+        server = self._broker.server
+        out.family(
+            "kbroker_request_memory_bytes",
+            "gauge",
+            "Bytes of the queued.max.request.bytes pool in use by requests and unread responses.",
+        )
+        out.sample("kbroker_request_memory_bytes", (), server.pool.used)
+        out.family(
+            "kbroker_request_memory_waiting_connections",
+            "gauge",
+            "Connections not read until the request memory pool has room.",
+        )
+        out.sample("kbroker_request_memory_waiting_connections", (), server.pool.waiting)
+        out.family("kbroker_connections", "gauge", "Open client connections, by listener.")
+        for listener, count in sorted(server.quotas.by_listener.items()):
+            out.sample("kbroker_connections", (("listener", listener),), count)
 
     def _expose_logs(self, out: Exposition) -> None:
         logs = sorted(self._broker.logs.logs().items())

@@ -13,6 +13,7 @@ server side, `encode_request`/`decode_response` the client side (our own client 
 from __future__ import annotations
 
 import struct
+from typing import Protocol
 
 from wire.api_keys import (
     REQUEST_CLASSES,
@@ -52,6 +53,35 @@ class UnsupportedRequestVersion(UnsupportedVersionError):
         self.header = header
 
 
+class MemoryBudget(Protocol):
+    """The memory a frame decoder may hold for payloads (the broker's
+    ``queued.max.request.bytes`` pool). Every payload a decoder returns is charged to it for
+    its length; whoever is done with the payload releases that many bytes."""
+
+    def try_reserve(self, nbytes: int) -> bool:
+        """Charge ``nbytes`` if the budget has them; False (nothing charged) otherwise."""
+        ...
+
+    def force_reserve(self, nbytes: int) -> None:
+        """Charge ``nbytes`` even past the budget: for bytes that already arrived."""
+        ...
+
+    def release(self, nbytes: int) -> None: ...
+
+
+class UnboundedBudget:
+    """A budget that never runs out (clients, tests)."""
+
+    def try_reserve(self, nbytes: int) -> bool:
+        return True
+
+    def force_reserve(self, nbytes: int) -> None:
+        pass
+
+    def release(self, nbytes: int) -> None:
+        pass
+
+
 class FrameDecoder:
     """Splits a byte stream into frame payloads (size prefixes removed).
 
@@ -61,25 +91,49 @@ class FrameDecoder:
     both for bytes received elsewhere.
 
     Small payloads are read into a reused staging area and copied out as immutable bytes.
-    A payload of LARGE_FRAME_BYTES or more gets a bytearray of its own as soon as its size
-    prefix is known, and the rest of it is read straight into that bytearray: a produce
-    request's batches reach the handler with no copy beyond the kernel's, and writable, so
-    offsets can be assigned in place.
+    A payload of LARGE_FRAME_BYTES or more is read straight into buffers of its own, handed
+    out as one writable bytearray, so offsets can be assigned in place in a produce request.
+
+    Memory follows the bytes that arrived, never the size prefix alone: a large payload
+    starts with a buffer holding the bytes received, and each time its buffers fill, one
+    more is added that doubles the total (GROW_MIN_BYTES at least), reserved from the budget
+    first. A payload that came in more than one buffer is joined once when complete. When
+    the budget refuses, `starved` is set and the reader should stop reading until
+    `retry_grow()` succeeds (a client announcing 100 MB and sending 10 bytes costs 10 bytes,
+    not 100 MB).
     """
 
-    __slots__ = ("max_frame_size", "_staging", "_start", "_end", "_frame", "_filled")
+    __slots__ = (
+        "max_frame_size",
+        "starved",
+        "_budget",
+        "_staging",
+        "_start",
+        "_end",
+        "_chunks",
+        "_size",
+        "_capacity",
+        "_filled",
+    )
 
     STAGING_BYTES = 64 * 1024
     LARGE_FRAME_BYTES = 16 * 1024
+    GROW_MIN_BYTES = 64 * 1024
 
-    def __init__(self, max_frame_size: int) -> None:
+    def __init__(self, max_frame_size: int, budget: MemoryBudget | None = None) -> None:
         self.max_frame_size = max_frame_size
+        self._budget: MemoryBudget = budget if budget is not None else UnboundedBudget()
+        # True while a large payload's buffers are full and the budget refused to grow them.
+        self.starved = False
         self._staging = bytearray(self.STAGING_BYTES)
         # Unconsumed bytes of the staging area are _staging[_start:_end].
         self._start = 0
         self._end = 0
-        # A large payload being filled: its buffer and how many bytes it holds so far.
-        self._frame: bytearray | None = None
+        # A large payload being filled: its buffers (all but the last full), announced size,
+        # the bytes its buffers hold room for (all reserved) and the bytes received so far.
+        self._chunks: list[bytearray] | None = None
+        self._size = 0
+        self._capacity = 0
         self._filled = 0
 
     def _check(self, size: int) -> None:
@@ -87,27 +141,54 @@ class FrameDecoder:
             raise FrameError(f"frame size {size} outside 0..{self.max_frame_size}")
 
     def get_buffer(self) -> memoryview:
-        """Writable space for the next read (never empty)."""
-        if self._frame is not None:
-            return memoryview(self._frame)[self._filled :]
+        """Writable space for the next read (never empty; a starved payload is grown past
+        the budget if a read comes anyway)."""
+        chunks = self._chunks
+        if chunks is not None:
+            if self._filled == self._capacity:
+                self._grow(force=True)
+            chunk = chunks[-1]
+            return memoryview(chunk)[len(chunk) - (self._capacity - self._filled) :]
         return memoryview(self._staging)[self._end :]
 
     def buffer_updated(self, nbytes: int) -> list[memoryview]:
         """`nbytes` were written at the start of the last `get_buffer()`; returns the
         payloads now complete, in order."""
-        frame = self._frame
-        if frame is not None:
+        chunks = self._chunks
+        if chunks is not None:
             self._filled += nbytes
-            if self._filled < len(frame):
+            if self._filled < self._size:
+                if self._filled == self._capacity:
+                    self._grow()
                 return []
-            self._frame = None
-            return [memoryview(frame)]
+            self._chunks = None
+            return [memoryview(chunks[0] if len(chunks) == 1 else bytearray().join(chunks))]
         self._end += nbytes
         return self._split()
+
+    def _grow(self, force: bool = False) -> bool:
+        """Add the large payload's next buffer (doubling its room), reserved first."""
+        assert self._chunks is not None
+        have = self._capacity
+        extra = min(self._size, max(2 * have, self.GROW_MIN_BYTES)) - have
+        if force:
+            self._budget.force_reserve(extra)
+        elif not self._budget.try_reserve(extra):
+            self.starved = True
+            return False
+        self._chunks.append(bytearray(extra))
+        self._capacity += extra
+        self.starved = False
+        return True
+
+    def retry_grow(self) -> bool:
+        """Try again to grow a starved payload's buffer; True when reading may go on."""
+        return not self.starved or self._grow()
 
     def _split(self) -> list[memoryview]:
         frames: list[memoryview] = []
         staging = self._staging
+        budget = self._budget
         pos = self._start
         end = self._end
         while end - pos >= 4:
@@ -116,17 +197,20 @@ class FrameDecoder:
             body = pos + 4
             if size >= self.LARGE_FRAME_BYTES:
                 have = min(size, end - body)
-                frame = bytearray(size)
-                frame[:have] = staging[body : body + have]
+                frame = bytearray(staging[body : body + have])
+                budget.force_reserve(have)
                 pos = body + have
                 if have < size:
-                    self._frame = frame
-                    self._filled = have
+                    self._chunks = [frame]
+                    self._size = size
+                    self._filled = self._capacity = have
+                    self._grow()
                     break
                 frames.append(memoryview(frame))
                 continue
             if end - body < size:
                 break
+            budget.force_reserve(size)
             frames.append(memoryview(bytes(staging[body : body + size])))
             pos = body + size
         # Keep the partial prefix or small payload (under LARGE_FRAME_BYTES + 4 bytes) at the
@@ -146,13 +230,21 @@ class FrameDecoder:
             buf = self.get_buffer()
             n = min(len(buf), len(src))
             buf[:n] = src[:n]
+            del buf
             src = src[n:]
             frames += self.buffer_updated(n)
         return frames
 
     def buffered(self) -> int:
         """Bytes held back waiting for the rest of a frame."""
-        return self._end - self._start + (self._filled if self._frame is not None else 0)
+        return self._end - self._start + (self._filled if self._chunks is not None else 0)
+
+    def close(self) -> None:
+        """Give back what a partial payload holds (the connection is gone)."""
+        if self._chunks is not None:
+            self._budget.release(self._capacity)
+            self._chunks = None
+        self.starved = False
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Message]:

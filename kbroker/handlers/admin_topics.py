@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kbroker.config import describe_topic_configs
+from kbroker.handlers.throttling import MutationQuota
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
 from wire.messages.create_partitions_response import (
@@ -103,6 +104,7 @@ async def handle_create_topics(
     validate_only = request.validate_only if version >= 1 else False
     results: list[CreatableTopicResult] = []
     reported: set[str] = set()
+    quota = MutationQuota(broker, header, strict=version >= 6)
     for topic in request.topics:
         if topic.name in duplicates:
             if topic.name not in reported:
@@ -113,12 +115,17 @@ async def handle_create_topics(
                 results.append(_create_failed(topic.name, error, version))
             continue
         try:
+            quota.check()
             info = await _create_topic(broker, topic, validate_only)
         except KafkaError as e:
             results.append(_create_failed(topic.name, e, version))
             continue
+        if not validate_only:
+            quota.record(len(info.partitions))
         results.append(_created(broker, info, version))
-    return CreateTopicsResponse(topics=results)
+    response = CreateTopicsResponse(topics=results)
+    quota.finish(response, has_field=version >= 2)
+    return response
 
 
 # --- DeleteTopics ---------------------------------------------------------------------------
@@ -141,7 +148,7 @@ def _delete_result(
 
 
 async def _delete_one(
-    broker: Broker, name: str | None, topic_id: uuid.UUID, version: int
+    broker: Broker, name: str | None, topic_id: uuid.UUID, version: int, quota: MutationQuota
 ) -> DeletableTopicResult:
     if name is not None and topic_id != ZERO_UUID:
         error = KafkaError(
@@ -166,9 +173,11 @@ async def _delete_one(
         error = KafkaError(code, "Topic deletion is disabled (delete.topic.enable=false)")
         return _delete_result(info.name, info.topic_id, version, error)
     try:
+        quota.check()
         await broker.metadata.delete_topic(info.name)
     except KafkaError as e:
         return _delete_result(info.name, info.topic_id, version, e)
+    quota.record(len(info.partitions))
     return _delete_result(info.name, info.topic_id, version)
 
 
@@ -182,24 +191,29 @@ async def handle_delete_topics(
     dup_names = _duplicates(name for name, _ in wanted if name is not None)
     dup_ids = _duplicates(tid for name, tid in wanted if name is None)
     results: list[DeletableTopicResult] = []
+    quota = MutationQuota(broker, header, strict=version >= 5)
     for name, topic_id in wanted:
         if name in dup_names or (name is None and topic_id in dup_ids):
             error = KafkaError(ErrorCode.INVALID_REQUEST, "Topic is named more than once")
             results.append(_delete_result(name, topic_id, version, error))
             continue
-        results.append(await _delete_one(broker, name, topic_id, version))
-    return DeleteTopicsResponse(responses=results)
+        results.append(await _delete_one(broker, name, topic_id, version, quota))
+    response = DeleteTopicsResponse(responses=results)
+    quota.finish(response, has_field=version >= 1)
+    return response
 
 
 # --- CreatePartitions -----------------------------------------------------------------------
 
 
 async def _grow(
-    broker: Broker, topic: CreatePartitionsTopic, validate_only: bool
+    broker: Broker, topic: CreatePartitionsTopic, validate_only: bool, quota: MutationQuota
 ) -> CreatePartitionsTopicResult:
     # An empty assignment list is taken as "no assignment", like a null one.
     assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments else None
+    existing = broker.metadata.topic(topic.name)
     try:
+        quota.check()
         await broker.metadata.create_partitions(
             topic.name, topic.count, assignments=assignments, validate_only=validate_only
         )
@@ -207,6 +221,8 @@ async def _grow(
         return CreatePartitionsTopicResult(
             name=topic.name, error_code=e.code, error_message=e.message
         )
+    if existing is not None and not validate_only:
+        quota.record(topic.count - len(existing.partitions))
     return CreatePartitionsTopicResult(name=topic.name)
 
 
@@ -216,6 +232,7 @@ async def handle_create_partitions(
     duplicates = _duplicates(t.name for t in request.topics)
     results: list[CreatePartitionsTopicResult] = []
     reported: set[str] = set()
+    quota = MutationQuota(broker, header, strict=version >= 3)
     for topic in request.topics:
         if topic.name in duplicates:
             if topic.name not in reported:
@@ -228,5 +245,7 @@ async def handle_create_partitions(
                     )
                 )
             continue
-        results.append(await _grow(broker, topic, request.validate_only))
-    return CreatePartitionsResponse(results=results)
+        results.append(await _grow(broker, topic, request.validate_only, quota))
+    response = CreatePartitionsResponse(results=results)
+    quota.finish(response, has_field=True)
+    return response

@@ -41,7 +41,9 @@ from kbroker.handlers.common import (
     current_leader,
     leader_partition,
 )
+from kbroker.handlers.throttling import throttle
 from kbroker.log.file_region import FileRegion
+from kbroker.quotas import CONSUMER_BYTE_RATE
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.fetch_request import FetchPartition, FetchRequest
 from wire.messages.fetch_response import (
@@ -80,6 +82,8 @@ def _read_partition(
     from_follower: bool,
     read_committed: bool,
 ) -> PartitionData:
+    records: bytes | FileRegion = b""
+    end_offset = wanted.fetch_offset
     try:
         partition = leader_partition(broker, topic, wanted.partition)
         check_leader_epoch(partition, wanted.current_leader_epoch)
@@ -93,6 +97,14 @@ def _read_partition(
         found = partition.log.read_with_end(
             wanted.fetch_offset, limit, max_offset=max_offset, min_one_batch=min_one_batch
         )
+        if found is not None:
+            region, end_offset = found
+            records = region
+            magic = _legacy_magic(version)
+            if magic is not None:
+                # Down-conversion decompresses: capped by the topic's max.message.bytes.
+                cap = partition.log.config.max_message_bytes
+                records = from_v2_batches(region.read(), magic, max_message_bytes=cap)
     except KafkaError as exc:
         data = PartitionData(partition_index=wanted.partition, error_code=exc.code, records=b"")
         known = broker.partition(topic, wanted.partition)
@@ -109,14 +121,9 @@ def _read_partition(
         high_watermark=partition.high_watermark,
         last_stable_offset=last_stable_offset,
         log_start_offset=partition.log.log_start_offset,
-        records=b"",
+        records=records,
     )
-    if found is None:
-        return data
-    region, end_offset = found
-    magic = _legacy_magic(version)
-    data.records = region if magic is None else from_v2_batches(region.read(), magic)
-    if read_committed:
+    if read_committed and end_offset > wanted.fetch_offset:
         data.aborted_transactions = [
             AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
             for t in partition.log.aborted_transactions(wanted.fetch_offset, end_offset)
@@ -219,6 +226,13 @@ async def handle_fetch(
     broker: Broker, header: RequestHeader, request: FetchRequest, version: int
 ) -> FetchResponse:
     response = await _fetch(broker, request, version)
+    if replica_id_of(request, version) < 0:
+        sent = sum(_size(p.records) for t in response.responses for p in t.partitions)
+        if throttle(
+            broker, header, CONSUMER_BYTE_RATE, sent, response, version >= 1, withheld=True
+        ):
+            # KIP-219: over its quota, a consumer gets an empty response and the throttle.
+            response.responses = []
     return _add_leader_hints(broker, response, version) if version >= 12 else response
 
 

@@ -1,9 +1,11 @@
 """Produce: validate batch headers and CRCs, append, answer by acks.
 
-Records are never decoded here: the batches' 61-byte headers and CRC-32C are
+Records are not decoded here: the batches' 61-byte headers and CRC-32C are
 checked (wire.records.batch.validate_produce_records) and the log rewrites base
-offsets in place. Produce v0-v2 carries legacy message sets (magic 0/1), which
-are converted to v2 batches once, on the way in. With acks=0 no response is
+offsets in place. Only a compacted topic's records are decoded, to refuse keyless
+ones (kbroker/record_validation.py, with KIP-467 record_errors). Produce v0-v2
+carries legacy message sets (magic 0/1), which are converted to v2 batches once,
+on the way in. With acks=0 no response is
 sent, and a failed append closes the connection so the producer notices, as
 the protocol guide specifies.
 
@@ -32,10 +34,14 @@ from kbroker.handlers.common import (
     current_leader,
     leader_partition,
 )
+from kbroker.handlers.throttling import throttle
+from kbroker.quotas import PRODUCER_BYTE_RATE
+from kbroker.record_validation import RecordValidationError, check_keys_for_compaction
 from kbroker.server.connection import CloseConnection
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.produce_request import ProduceRequest
 from wire.messages.produce_response import (
+    BatchIndexAndErrorMessage,
     LeaderIdAndEpoch,
     NodeEndpoint,
     PartitionProduceResponse,
@@ -80,13 +86,16 @@ def _append(
                 ErrorCode.INVALID_RECORD,
                 f"produce v{version} requires record batch magic 2, got {magic}",
             )
-        batches = to_v2_batches(view)
+        batches = to_v2_batches(view, max_message_bytes=config.max_message_bytes)
         validate_produce_records(memoryview(batches), config.max_message_bytes)
     else:
         validate_produce_records(view, config.max_message_bytes)
         # A large request arrives in a writable buffer of its own (wire.frame.FrameDecoder)
         # that nothing else reads: offsets are assigned in it with no copy.
         batches = view if not view.readonly else bytearray(view)
+    if "compact" in config.cleanup_policy:
+        topic, index = partition.key
+        check_keys_for_compaction(batches, topic, index, config.max_message_bytes)
     if acks == -1:
         check_min_insync(partition)
     append_time = (
@@ -162,6 +171,7 @@ async def handle_produce(
                         error_code=exc.code,
                         base_offset=-1,
                         error_message=exc.message if version >= 8 else None,
+                        record_errors=_record_errors(exc) if version >= 8 else [],
                     )
                 )
         responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
@@ -171,9 +181,21 @@ async def handle_produce(
         return None
     await _await_replication(broker, waiting, request.timeout_ms)
     response = ProduceResponse(responses=responses)
+    produced = sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)
+    throttle(broker, header, PRODUCER_BYTE_RATE, produced, response, has_field=version >= 1)
     if version >= 10:
         _add_leader_hints(broker, response)
     return response
+
+
+def _record_errors(exc: KafkaError) -> list[BatchIndexAndErrorMessage]:
+    """KIP-467: which records of the batch made it fail."""
+    if not isinstance(exc, RecordValidationError):
+        return []
+    return [
+        BatchIndexAndErrorMessage(batch_index=e.batch_index, batch_index_error_message=e.message)
+        for e in exc.record_errors
+    ]
 
 
 def _add_leader_hints(broker: Broker, response: ProduceResponse) -> None:

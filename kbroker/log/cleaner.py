@@ -71,6 +71,7 @@ from kbroker.log.time_index import TimeIndex
 from kbroker.log.txn_index import TxnIndex
 from kbroker.producer_state import AbortedTxn
 from wire.records.batch import BatchHeader, read_header
+from wire.records.compression import DecompressionLimitError
 from wire.records.record import decode_batch
 
 log = logging.getLogger(__name__)
@@ -168,6 +169,8 @@ class CleanPlan:
     segment_bytes: int
     index_bytes: int
     index_interval_bytes: int
+    # Bounds decompression (wire.records.compression.decompression_cap).
+    max_message_bytes: int
 
 
 @dataclass
@@ -334,6 +337,7 @@ class LogCleaner:
             segment_bytes=config.segment_bytes,
             index_bytes=config.segment_index_bytes,
             index_interval_bytes=config.index_interval_bytes,
+            max_message_bytes=config.max_message_bytes,
         )
         return ratio, plan
 
@@ -388,7 +392,14 @@ class LogCleaner:
                     continue
                 if transactions.on_data_batch(header):
                     continue  # aborted records never enter the map
-                _, records = decode_batch(batch)
+                try:
+                    _, records = decode_batch(batch, max_message_bytes=plan.max_message_bytes)
+                except DecompressionLimitError as exc:
+                    # Its keys stay unmapped, and filter_batch keeps the batch as it is.
+                    log.error(
+                        "%s: skipping batch at offset %d: %s", plan.tp, header.base_offset, exc
+                    )
+                    continue
                 for record in records:
                     if record.key is not None:
                         latest[record.key] = record.offset
@@ -442,6 +453,7 @@ class LogCleaner:
                         transactions=transactions,
                         now_ms=plan.now_ms,
                         delete_retention_ms=plan.delete_retention_ms,
+                        max_message_bytes=plan.max_message_bytes,
                     )
                     result.records_removed += filtered.records_removed
                     if filtered.delete_horizon_ms is not None:

@@ -30,6 +30,7 @@ Rules (Kafka's log cleaner, with KIP-534 delete horizons):
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -44,9 +45,11 @@ from wire.records.batch import (
     BatchHeader,
     compute_crc,
 )
-from wire.records.compression import compress
+from wire.records.compression import DecompressionLimitError, compress
 from wire.records.control import read_end_txn_marker
 from wire.records.record import Record, decode_batch, encode_records
+
+log = logging.getLogger(__name__)
 
 NO_TIMESTAMP = -1
 
@@ -187,15 +190,21 @@ def filter_batch(
     transactions: CleanedTransactions,
     now_ms: int,
     delete_retention_ms: int,
+    max_message_bytes: int,
 ) -> FilterResult:
     """Apply the module's rules to one batch (`data` is its bytes); batches must come in
-    offset order, as `transactions` follows them."""
+    offset order, as `transactions` follows them. A batch that would decompress past its
+    cap is kept unchanged (and an error logged): never expanded."""
     if header.is_control:
         return _filter_marker(data, header, producers, transactions, now_ms, delete_retention_ms)
     if transactions.on_data_batch(header):
         return _drop_all(header, producers)
+    try:
+        _, records = decode_batch(data, max_message_bytes=max_message_bytes)
+    except DecompressionLimitError as exc:
+        log.error("log cleaner keeps batch at offset %d unfiltered: %s", header.base_offset, exc)
+        return FilterResult(data, 0, None)
     horizon = header.base_timestamp if header.has_delete_horizon else None
-    _, records = decode_batch(data)
     kept = []
     for record in records:
         if record.key is None or latest.get(record.key, record.offset) > record.offset:

@@ -519,7 +519,8 @@ class PartitionLog:
         if header.timestamp_type == 1:
             # Every record of a LogAppendTime batch carries the batch's max timestamp.
             return max(header.base_offset, min_offset), header.max_timestamp
-        _, records = decode_batch(segment.read_batch(position, header))
+        batch = segment.read_batch(position, header)
+        _, records = decode_batch(batch, max_message_bytes=self.config.max_message_bytes)
         for record in records:
             if record.timestamp >= timestamp and record.offset >= min_offset:
                 return record.offset, record.timestamp

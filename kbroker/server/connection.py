@@ -20,10 +20,12 @@ import collections
 import contextvars
 import logging
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from kbroker.log.file_region import FileRegion
+from kbroker.server.memory_pool import MemoryPool
 from wire.errors import DecodeError
 from wire.frame import (
     FrameDecoder,
@@ -60,15 +62,29 @@ LISTENER_NAME: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
+# Set by a handler whose client is over a quota: after the response is written, the
+# connection stops reading for that many milliseconds (KIP-219: the broker answers at once,
+# with throttle_time_ms, and mutes the channel; the client holds back too).
+THROTTLE_MS: contextvars.ContextVar[int] = contextvars.ContextVar("throttle_ms", default=0)
+
+
 class CloseConnection(Exception):
     """Raised by a handler when the protocol says to drop the connection."""
 
 
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
+    """Per-connection bounds (DESIGN.md rule 5). ``idle_seconds`` is connections.max.idle.ms:
+    a connection with no request in progress and no bytes read or written for that long is
+    closed. ``request_read_seconds`` (request.read.timeout.ms) bounds how long a request may
+    take to arrive once its first byte did, so a client trickling a frame cannot hold its
+    buffer for ever."""
+
     max_frame_bytes: int
     max_queued_frames: int = 64
     max_queued_bytes: int = 100 * 1024 * 1024
+    idle_seconds: float | None = 600.0
+    request_read_seconds: float | None = 30.0
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -79,16 +95,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
         limits: ConnectionLimits,
         on_close: Callable[[KafkaConnection], None],
         listener_name: str | None = None,
+        pool: MemoryPool | None = None,
     ) -> None:
         self._handle = handle
         self._listener_name = listener_name
         self._reject_version = reject_version
         self._limits = limits
         self._on_close = on_close
-        self._decoder = FrameDecoder(limits.max_frame_bytes)
+        self._pool = pool if pool is not None else MemoryPool(None)
+        self._decoder = FrameDecoder(limits.max_frame_bytes, self._pool)
         self._frames: collections.deque[memoryview] = collections.deque()
         self._queued_bytes = 0
+        # Reading stops while the queue is full or the memory pool is spent; it resumes when
+        # neither holds. _reading_paused is what the transport was last told.
+        self._queue_full = False
+        self._waiting_for_memory = False
+        self._muted = False
         self._reading_paused = False
+        # Bytes of the request being handled, and of responses sitting in the transport's
+        # write buffer past its high-water mark: both are charged to the pool.
+        self._handling_bytes = 0
+        self._write_charge = 0
+        # For the idle and request-read timeouts (time.monotonic()).
+        self.last_activity = time.monotonic()
+        self._partial_since: float | None = None
         self._frame_arrived = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
@@ -115,25 +145,59 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._decoder.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        decoder = self._decoder
+        now = self.last_activity = time.monotonic()
         try:
-            frames = self._decoder.buffer_updated(nbytes)
+            frames = decoder.buffer_updated(nbytes)
         except DecodeError as exc:
             log.warning("closing connection from %s: bad frame: %s", self.peer, exc)
             self.abort()
             return
-        if not frames:
+        if decoder.buffered():
+            if self._partial_since is None or frames:
+                self._partial_since = now
+        else:
+            self._partial_since = None
+        if frames:
+            for frame in frames:
+                self._frames.append(frame)
+                self._queued_bytes += len(frame)
+            self._frame_arrived.set()
+            if (
+                len(self._frames) >= self._limits.max_queued_frames
+                or self._queued_bytes >= self._limits.max_queued_bytes
+            ):
+                self._queue_full = True
+        # Back-pressure: a request buffer the pool would not grow, or complete requests that
+        # took the pool past its capacity, stop this socket until memory is released.
+        if (decoder.starved or (frames and self._pool.exhausted)) and not self._waiting_for_memory:
+            self._waiting_for_memory = True
+            self._pool.wait(self._memory_released)
+        self._update_reading()
+
+    def _memory_released(self) -> bool:
+        """Pool waiter: resume reading once the decoder has the memory it waits for."""
+        if self._closing:
+            self._waiting_for_memory = False
+            return True
+        if not self._decoder.retry_grow():
+            return False
+        self._waiting_for_memory = False
+        self._update_reading()
+        return True
+
+    def _update_reading(self) -> None:
+        pause = self._queue_full or self._waiting_for_memory or self._muted
+        if pause == self._reading_paused or self._transport is None:
             return
-        for frame in frames:
-            self._frames.append(frame)
-            self._queued_bytes += len(frame)
-        self._frame_arrived.set()
-        if (
-            len(self._frames) >= self._limits.max_queued_frames
-            or self._queued_bytes >= self._limits.max_queued_bytes
-        ) and not self._reading_paused:
-            assert self._transport is not None
+        self._reading_paused = pause
+        if pause:
             self._transport.pause_reading()
-            self._reading_paused = True
+        elif not self._transport.is_closing():
+            self._transport.resume_reading()
+            if self._partial_since is not None:
+                # The request stalled because we stopped reading: its time starts again.
+                self._partial_since = time.monotonic()
 
     def eof_received(self) -> bool:
         # Let queued requests finish; the worker closes when the queue is empty.
@@ -147,21 +211,62 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frame_arrived.set()
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
+        self._release_queued()
+        self._decoder.close()
+        self._pool.release(self._write_charge)
+        self._write_charge = 0
         self._on_close(self)
 
     def pause_writing(self) -> None:
+        # Responses the client does not read pile up past the high-water mark: charge them.
         self._writable.clear()
+        if self._transport is not None:
+            size = self._transport.get_write_buffer_size()
+            self._pool.force_reserve(size - self._write_charge)
+            self._write_charge = size
 
     def resume_writing(self) -> None:
         self._writable.set()
+        self.last_activity = time.monotonic()
+        charge, self._write_charge = self._write_charge, 0
+        self._pool.release(charge)
 
     # Lifecycle
 
     def close(self) -> None:
         """Stop after the request in progress (graceful shutdown)."""
         self._closing = True
-        self._frames.clear()
+        self._release_queued()
         self._frame_arrived.set()
+
+    def _release_queued(self) -> None:
+        self._pool.release(self._queued_bytes + self._handling_bytes)
+        self._frames.clear()
+        self._queued_bytes = 0
+        self._handling_bytes = 0
+
+    def expired(self, now: float) -> str | None:
+        """Why the connection should be closed by the timeouts, or None."""
+        limits = self._limits
+        since = self._partial_since
+        if (
+            since is not None
+            and limits.request_read_seconds is not None
+            and not self._reading_paused
+        ):
+            if now - since > limits.request_read_seconds:
+                return f"request incomplete after {limits.request_read_seconds:g} s"
+        # Idle: nothing read or written for that long and no request being handled; a
+        # partial request counts as idle too (Kafka's rule), unless we stopped reading it.
+        if (
+            limits.idle_seconds is not None
+            and now - self.last_activity > limits.idle_seconds
+            and not self._frames
+            and not self._handling_bytes
+            and not self._reading_paused
+        ):
+            return f"idle for more than {limits.idle_seconds:g} s"
+        return None
 
     def abort(self) -> None:
         self._closing = True
@@ -182,11 +287,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
             await self._frame_arrived.wait()
         frame = self._frames.popleft()
         self._queued_bytes -= len(frame)
-        if self._reading_paused and len(self._frames) < self._limits.max_queued_frames // 2:
-            assert self._transport is not None
-            self._transport.resume_reading()
-            self._reading_paused = False
+        self._handling_bytes = len(frame)
+        if self._queue_full and (
+            len(self._frames) < self._limits.max_queued_frames // 2
+            and self._queued_bytes < self._limits.max_queued_bytes // 2
+        ):
+            self._queue_full = False
+            self._update_reading()
         return frame
+
+    def _done_handling(self) -> None:
+        charge, self._handling_bytes = self._handling_bytes, 0
+        self.last_activity = time.monotonic()
+        self._pool.release(charge)
 
     async def _serve(self) -> None:
         assert self._transport is not None
@@ -194,7 +307,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         LISTENER_NAME.set(self._listener_name)
         try:
             while (frame := await self._next_frame()) is not None:
-                if not await self._serve_one(frame):
+                keep = await self._serve_one(frame)
+                self._done_handling()
+                if not keep:
                     self.abort()
                     return
             self._transport.close()
@@ -244,7 +359,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 header.correlation_id, header.request_api_key, header.request_api_version, response
             )
             await self._write(parts)
+        throttle_ms = THROTTLE_MS.get()
+        if throttle_ms > 0:
+            THROTTLE_MS.set(0)
+            await self._mute(throttle_ms / 1000)
         return True
+
+    async def _mute(self, seconds: float) -> None:
+        self._muted = True
+        self._update_reading()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self._muted = False
+            self._update_reading()
 
     async def _write(self, parts: list[bytes | object]) -> None:
         transport = self._transport

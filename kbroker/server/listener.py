@@ -2,6 +2,12 @@
 
 A broker listens on every entry of ``listeners``; each ``start`` call binds one, and its
 connections carry the listener's name (``connection.LISTENER_NAME`` during their requests).
+Each listening socket has its own accept loop, so connection limits can hold accepting back
+(connection_quotas.py) instead of accepting and closing.
+
+All connections share one memory pool (``queued.max.request.bytes``, memory_pool.py), and
+one sweep a second closes connections past connections.max.idle.ms or stalled mid-request
+past request.read.timeout.ms (connection.ConnectionLimits).
 
 Graceful shutdown follows uvicorn: stop accepting, let each connection finish
 the request it is handling (bounded by a grace period), then abort the rest.
@@ -10,7 +16,10 @@ the request it is handling (bounded by a grace period), then abort the rest.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import socket
+import time
 
 from kbroker.server.connection import (
     ConnectionLimits,
@@ -18,27 +27,94 @@ from kbroker.server.connection import (
     RequestHandler,
     VersionRejector,
 )
+from kbroker.server.connection_quotas import ConnectionLimitsConfig, ConnectionQuotas
+from kbroker.server.memory_pool import MemoryPool
 
 log = logging.getLogger(__name__)
+
+# How often connections are checked against the idle and request-read timeouts.
+SWEEP_SECONDS = 1.0
+BACKLOG = 1024
+INT32_MAX = 2**31 - 1
+UNLIMITED = ConnectionLimitsConfig(INT32_MAX, INT32_MAX, INT32_MAX)
+
+
+class BurstLog:
+    """Logs the first of a run of similar events, then at most one line per interval with
+    how many there were since: a flood of refused clients must not flood the log."""
+
+    def __init__(self, interval_seconds: float = 10.0) -> None:
+        self._interval = interval_seconds
+        self._last: dict[str, float] = {}
+        self._suppressed: collections.Counter[str] = collections.Counter()
+
+    def log(self, key: str, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._last.get(key, -self._interval) < self._interval:
+            self._suppressed[key] += 1
+            return
+        self._last[key] = now
+        more = self._suppressed.pop(key, 0)
+        suffix = f" ({more} more since the last report)" if more else ""
+        log.info(message + suffix, *args)
+
+
+def _listening_sockets(host: str, port: int, backlog: int) -> list[socket.socket]:
+    """Bound, listening, non-blocking sockets for host:port (every interface when host is
+    empty), as asyncio's create_server makes them."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    seen: set[tuple[int, object]] = set()
+    try:
+        for family, kind, proto, _, address in infos:
+            if (family, address) in seen:
+                continue
+            seen.add((family, address))
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(backlog)
+            sock.setblocking(False)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
 
 
 class KafkaServer:
     def __init__(
-        self, handle: RequestHandler, reject_version: VersionRejector, limits: ConnectionLimits
+        self,
+        handle: RequestHandler,
+        reject_version: VersionRejector,
+        limits: ConnectionLimits,
+        pool: MemoryPool | None = None,
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         self._handle = handle
         self._reject_version = reject_version
         self._limits = limits
+        self.pool = pool if pool is not None else MemoryPool(None)
+        self.quotas = quotas if quotas is not None else ConnectionQuotas(UNLIMITED)
         self._connections: set[KafkaConnection] = set()
-        self._servers: list[asyncio.Server] = []
+        self._sockets: list[socket.socket] = []
+        self._acceptors: list[asyncio.Task[None]] = []
+        self._sweeper: asyncio.Task[None] | None = None
+        # Set whenever a connection closes: an acceptor waiting for a free slot retries.
+        self._slot_freed = asyncio.Event()
+        self._burst_log = BurstLog()
 
-    def _new_connection(self, listener_name: str | None) -> KafkaConnection:
+    def _new_connection(self, listener_name: str | None, ip: str) -> KafkaConnection:
+        def closed(connection: KafkaConnection) -> None:
+            self._connections.discard(connection)
+            self.quotas.close(listener_name or "", ip)
+            self._slot_freed.set()
+
         connection = KafkaConnection(
-            self._handle,
-            self._reject_version,
-            self._limits,
-            self._connections.discard,
-            listener_name,
+            self._handle, self._reject_version, self._limits, closed, listener_name, self.pool
         )
         self._connections.add(connection)
         return connection
@@ -47,25 +123,111 @@ class KafkaServer:
         """Listen on host:port and return the bound port (port 0 picks one). Requests on
         connections accepted there see ``listener_name`` in LISTENER_NAME."""
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            lambda: self._new_connection(listener_name),
-            host or None,
-            port,
-            reuse_address=True,
-            backlog=1024,
-        )
-        self._servers.append(server)
-        bound = server.sockets[0].getsockname()[1]
+        sockets = _listening_sockets(host, port, BACKLOG)
+        self._sockets += sockets
+        for sock in sockets:
+            self._acceptors.append(loop.create_task(self._accept_loop(sock, listener_name)))
+        if self._sweeper is None:
+            self._sweeper = loop.create_task(self._sweep())
+        bound = sockets[0].getsockname()[1]
         log.info("listening on %s:%d (%s)", host or "*", bound, listener_name or "unnamed")
-        return bound
+        return int(bound)
 
-    @property
-    def connection_count(self) -> int:
-        return len(self._connections)
+    async def _accept_loop(self, sock: socket.socket, listener_name: str | None) -> None:
+        loop = asyncio.get_running_loop()
+        listener = listener_name or ""
+        quotas = self.quotas
+        while True:
+            if not quotas.slot_available(listener):
+                self._burst_log.log(
+                    f"slots:{listener}",
+                    "listener %s is at its connection limit (%d open): not accepting until "
+                    "one closes",
+                    listener or "unnamed",
+                    quotas.by_listener[listener],
+                )
+                while not quotas.slot_available(listener):
+                    self._slot_freed.clear()
+                    await self._slot_freed.wait()
+            delay = quotas.creation_delay(listener, time.monotonic())
+            if delay > 0:
+                self._burst_log.log(
+                    f"rate:{listener}",
+                    "listener %s is over its connection creation rate: accepting later",
+                    listener or "unnamed",
+                )
+                await asyncio.sleep(delay)
+                continue
+            try:
+                conn, address = await loop.sock_accept(sock)
+            except OSError as exc:
+                # EMFILE and friends: back off instead of spinning.
+                log.warning("accept on listener %s failed: %s", listener or "unnamed", exc)
+                await asyncio.sleep(0.1)
+                continue
+            ip = address[0]
+            now = time.monotonic()
+            hold = quotas.ip_throttle(ip, now)
+            if hold > 0:
+                self._burst_log.log(
+                    f"ip-rate:{ip}",
+                    "Connection from %s over its connection_creation_rate quota: closed after "
+                    "%.0f ms",
+                    ip,
+                    hold * 1000,
+                )
+                loop.call_later(hold, conn.close)
+                continue
+            if not quotas.open(listener, ip, now):
+                self._burst_log.log(
+                    f"ip:{ip}",
+                    "Rejected connection from %s, address already has the configured maximum "
+                    "of %d connections",
+                    ip,
+                    quotas.limit_for_ip(ip),
+                )
+                conn.close()
+                continue
+            made: list[KafkaConnection] = []
+
+            def protocol(ip: str = ip, made: list[KafkaConnection] = made) -> KafkaConnection:
+                made.append(self._new_connection(listener_name, ip))
+                return made[0]
+
+            try:
+                await loop.connect_accepted_socket(protocol, conn)
+            except OSError as exc:
+                log.debug("connection from %s lost before it started: %s", ip, exc)
+                if not made:
+                    quotas.close(listener, ip)
+                    conn.close()
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            self.close_expired(time.monotonic())
+
+    def close_expired(self, now: float) -> int:
+        """Close the connections the timeouts have expired; returns how many."""
+        reasons: dict[str, list[str]] = {}
+        for connection in list(self._connections):
+            reason = connection.expired(now)
+            if reason is not None:
+                reasons.setdefault(reason, []).append(connection.peer)
+                connection.abort()
+        # One line per reason and sweep, not one per connection: a flood of stalled clients
+        # must not flood the log too.
+        for reason, peers in reasons.items():
+            log.info("closed %d connection(s) (%s): %s", len(peers), reason, ", ".join(peers[:5]))
+        return sum(len(peers) for peers in reasons.values())
 
     async def close(self, grace_seconds: float = 5.0) -> None:
-        for server in self._servers:
-            server.close()
+        tasks = [*self._acceptors, *([self._sweeper] if self._sweeper is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for sock in self._sockets:
+            sock.close()
         connections = list(self._connections)
         for connection in connections:
             connection.close()
@@ -78,5 +240,3 @@ class KafkaServer:
                 task.cancel()
         for connection in list(self._connections):
             connection.abort()
-        for server in self._servers:
-            await server.wait_closed()

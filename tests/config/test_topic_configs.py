@@ -23,10 +23,29 @@ message.timestamp.type message.timestamp.difference.max.ms message.timestamp.bef
 message.timestamp.after.max.ms min.cleanable.dirty.ratio min.compaction.lag.ms
 min.insync.replicas preallocate retention.bytes retention.ms segment.bytes segment.index.bytes
 segment.jitter.ms segment.ms unclean.leader.election.enable message.downconversion.enable""".split()
+# Kafka 3.9 accepts these too; kbroker accepts them without effect (issue 13, item 5).
+ACCEPTED_WITHOUT_EFFECT = """message.format.version compression.gzip.level compression.lz4.level
+compression.zstd.level leader.replication.throttled.replicas
+follower.replication.throttled.replicas local.retention.ms local.retention.bytes
+remote.storage.enable remote.log.copy.disable remote.log.delete.on.disable""".split()
 
 
 def test_topic_config_names() -> None:
-    assert sorted(TOPIC_DEFS) == sorted(BRIEF_TOPIC_CONFIGS)
+    assert sorted(TOPIC_DEFS) == sorted(BRIEF_TOPIC_CONFIGS + ACCEPTED_WITHOUT_EFFECT)
+
+
+def test_deprecated_and_unsupported_configs_are_accepted_as_kafka_accepts_them() -> None:
+    validate_topic_configs(
+        {
+            "message.format.version": "2.8",
+            "compression.zstd.level": "9",
+            "leader.replication.throttled.replicas": "0:1,1:2",
+            "remote.storage.enable": "false",
+        }
+    )
+    with pytest.raises(KafkaError, match="tiered storage") as info:
+        validate_topic_configs({"remote.storage.enable": "true"})
+    assert info.value.code == ErrorCode.INVALID_CONFIG
 
 
 def test_stock_defaults_match_kafka() -> None:

@@ -30,11 +30,16 @@ BASE_TS = 1_700_000_000_000
 
 
 async def run_cli(broker: Broker, *args: str) -> tuple[int, str, str]:
+    return await kbroker_cli(broker, "groups", *args)
+
+
+async def kbroker_cli(broker: Broker, command: str, *args: str) -> tuple[int, str, str]:
+    """``kbroker COMMAND ARGS --bootstrap-server`` the broker: (exit code, stdout, stderr)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "kbroker",
-        "groups",
+        command,
         *args,
         "--bootstrap-server",
         f"127.0.0.1:{broker.port}",

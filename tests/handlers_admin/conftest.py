@@ -1,8 +1,10 @@
-"""A small fake broker for driving the admin handlers directly: a real BrokerConfig and
-EmbeddedMetadata on a temporary directory, and a stand-in for the LogManager."""
+"""A small fake broker for driving the admin handlers directly: a real BrokerConfig,
+EmbeddedMetadata on a temporary directory and QuotaManager, and a stand-in for the
+LogManager."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, TypeVar
@@ -11,6 +13,7 @@ import pytest
 
 from controller.embedded import EmbeddedMetadata
 from kbroker.config import BrokerConfig
+from kbroker.quotas import QuotaManager
 from wire.messages.request_header import RequestHeader
 
 M = TypeVar("M")
@@ -42,7 +45,10 @@ async def make_broker(tmp_path: Path, **props: str) -> Any:
     config = BrokerConfig.from_properties(values)
     metadata = EmbeddedMetadata(config)
     await metadata.start()
-    return SimpleNamespace(config=config, metadata=metadata, logs=FakeLogs(config.log_dirs))
+    quotas = QuotaManager(metadata.client_quotas, clock=time.monotonic)
+    return SimpleNamespace(
+        config=config, metadata=metadata, logs=FakeLogs(config.log_dirs), quotas=quotas
+    )
 
 
 @pytest.fixture

@@ -344,3 +344,23 @@ async def test_create_partitions_duplicate_topic(broker: Any) -> None:
     )
     assert [(r.name, r.error_code) for r in response.results] == [("t", ErrorCode.INVALID_REQUEST)]
     assert len(broker.metadata.topic("t").partitions) == 1
+
+
+async def test_controller_mutation_rate_refuses_topics_past_the_quota(broker: Any) -> None:
+    """KIP-599: strict for CreateTopics v6+ (THROTTLING_QUOTA_EXCEEDED once over the quota,
+    with the throttle time), permissive before (served, then throttled)."""
+    from kbroker.quotas import entity
+
+    await broker.metadata.alter_client_quotas(
+        [(entity(client_id=None), {"controller_mutation_rate": 1.0})]
+    )
+    # The header's client id is None: the default client id's quota applies. 10 partitions
+    # at 1 per second (over at least 10 s) is at the quota; 11 is over.
+    first = await create(broker, 7, topic("m1", partitions=11))
+    assert first.topics[0].error_code == ErrorCode.NONE
+    assert first.throttle_time_ms > 0
+    second = await create(broker, 7, topic("m2"), topic("m3"))
+    assert [t.error_code for t in second.topics] == [ErrorCode.THROTTLING_QUOTA_EXCEEDED] * 2
+    assert second.throttle_time_ms > 0
+    old = await create(broker, 5, topic("m4"))
+    assert old.topics[0].error_code == ErrorCode.NONE and old.throttle_time_ms > 0

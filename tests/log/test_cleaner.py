@@ -15,6 +15,7 @@ from kbroker.log.cleaner import (
     group_segments,
 )
 from kbroker.log.log_manager import read_offset_checkpoint
+from kbroker.log.partition_log import PartitionLog
 from kbroker.log.segment import LogSegment
 from wire.records import compression
 
@@ -454,3 +455,36 @@ async def test_a_log_the_cleaner_fails_on_is_marked_uncleanable(tmp_path: Path) 
     assert healthy.size_bytes < size
     assert not list(broken.directory.glob("*.cleaned"))
     manager.shutdown()
+
+
+def test_bomb_batch_is_kept_unexpanded_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.records.records_helpers import bomb_batch
+
+    manager, plog = manager_with_log(tmp_path, compact_config(max_message_bytes=10_000))
+    fill(plog, 6)
+    bomb = bomb_batch(compression.ZSTD, 512 * 1024 * 1024)
+    plog.append_as_leader(bytearray(bomb), leader_epoch=0, log_append_time_ms=None)
+    fill(plog, 6)
+    before = read_kv_skipping_bombs(plog)
+    cleaner = cleaner_for(manager)
+    with caplog.at_level("ERROR"):
+        assert cleaner.clean_once()
+    assert "decompresses to more than" in caplog.text
+    # The other records were cleaned; the bomb is still there, as it came.
+    assert len(read_kv_skipping_bombs(plog)) < len(before)
+    assert any(bomb[61:] in path.read_bytes() for path in tmp_path.rglob("*.log"))
+
+
+def read_kv_skipping_bombs(plog: PartitionLog) -> list[tuple[int, bytes | None]]:
+    from wire.records.record import decode_batch, iter_entries
+
+    data = b"".join(path.read_bytes() for path in sorted(plog.directory.glob("*.log")))
+    out = []
+    for pos, _, _ in iter_entries(data):
+        try:
+            out += [(r.offset, r.key) for r in decode_batch(data, pos, max_message_bytes=10_000)[1]]
+        except compression.DecompressionLimitError:
+            continue
+    return out

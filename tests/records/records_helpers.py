@@ -30,3 +30,18 @@ def raises_code(code: ErrorCode) -> Iterator[pytest.ExceptionInfo[KafkaError]]:
     with pytest.raises(KafkaError) as info:
         yield info
     assert info.value.code == code, info.value
+
+
+def bomb_batch(codec: int, expanded_bytes: int, records_count: int = 1) -> bytes:
+    """A v2 batch whose records section is `expanded_bytes` zero bytes compressed with
+    `codec` (a compression bomb), with a valid CRC, claiming `records_count` records."""
+    from wire.records.batch import BATCH_HEADER_SIZE
+    from wire.records.compression import compress
+    from wire.records.record import Record, build_batch
+
+    template = build_batch([Record(0, 0, b"k", b"v", [])])
+    out = bytearray(template[:BATCH_HEADER_SIZE]) + compress(codec, bytes(expanded_bytes))
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">h", out, 21, codec)
+    struct.pack_into(">i", out, 57, records_count)
+    return bytes(refresh_crc(out))

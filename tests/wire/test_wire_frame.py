@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kbroker.server.memory_pool import MemoryPool
 from wire.api_keys import ApiKey, request_header_version, response_header_version
 from wire.errors import DecodeError, EncodeError, UnsupportedVersionError
 from wire.frame import (
@@ -50,7 +51,7 @@ def test_small_payloads_survive_reuse_of_the_staging_area() -> None:
     assert bytes(first[0]) == b"a" * 100
 
 
-def test_large_payload_is_read_in_place_into_its_own_writable_buffer() -> None:
+def test_large_payload_is_read_straight_into_its_own_writable_buffers() -> None:
     size = FrameDecoder.LARGE_FRAME_BYTES * 4
     payload = bytes(range(256)) * (size // 256)
     data = frame(payload) + frame(b"next")
@@ -58,12 +59,12 @@ def test_large_payload_is_read_in_place_into_its_own_writable_buffer() -> None:
     buf = dec.get_buffer()
     buf[:1000] = data[:1000]
     assert dec.buffer_updated(1000) == []
-    # The rest of the payload goes straight into the payload's own buffer.
+    # The rest of the payload goes straight into the payload's own buffer, not the staging.
     target = dec.get_buffer()
     assert len(target) == size - 996
     target[:] = data[1000 : 4 + size]
     frames = dec.buffer_updated(len(target))
-    assert len(frames) == 1 and frames[0].obj is target.obj
+    assert len(frames) == 1
     assert not frames[0].readonly and bytes(frames[0]) == payload
     assert [bytes(f) for f in dec.feed(data[4 + size :])] == [b"next"]
     assert dec.buffered() == 0
@@ -199,3 +200,46 @@ def test_decode_response_errors() -> None:
         decode_response(b"", 999, 0)
     with pytest.raises(UnsupportedVersionError):
         decode_response(b"", ApiKey.METADATA, 99)
+
+
+def test_large_frame_buffer_grows_with_the_bytes_that_arrived_not_the_prefix() -> None:
+    budget = MemoryPool(1 << 30)
+    dec = FrameDecoder(1 << 30, budget)
+    assert dec.feed((100 << 20).to_bytes(4, "big") + b"x" * 20_000) == []
+    # 100 MB announced, 20 kB arrived: the buffer holds at most one growth step.
+    assert len(dec.get_buffer()) + dec.buffered() <= 2 * FrameDecoder.GROW_MIN_BYTES
+    assert budget.used <= 2 * FrameDecoder.GROW_MIN_BYTES
+    dec.close()
+    assert budget.used == 0
+
+
+def test_every_payload_is_charged_to_the_budget_for_its_length() -> None:
+    budget = MemoryPool(1 << 30)
+    dec = FrameDecoder(1 << 30, budget)
+    payloads = [b"s" * 10, bytes(range(256)) * 4000, b"t" * 100]
+    frames = dec.feed(b"".join(frame(p) for p in payloads))
+    assert [bytes(f) for f in frames] == payloads
+    assert budget.used == sum(len(p) for p in payloads)
+
+
+def test_starved_frame_waits_for_the_budget_and_resumes() -> None:
+    size = 300_000
+    payload = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    budget = MemoryPool(100_000)
+    dec = FrameDecoder(1 << 20, budget)
+    data = frame(payload)
+    fed = 0
+    while not dec.starved:
+        buf = dec.get_buffer()
+        n = min(len(buf), len(data) - fed)
+        buf[:n] = data[fed : fed + n]
+        del buf
+        fed += n
+        assert dec.buffer_updated(n) == []
+    assert budget.used <= 100_000
+    assert not dec.retry_grow()
+    budget.capacity = 1 << 20
+    assert dec.retry_grow() and not dec.starved
+    frames = dec.feed(data[fed:])
+    assert [bytes(f) for f in frames] == [payload]
+    assert budget.used == size

@@ -33,7 +33,13 @@ from typing import NamedTuple
 
 from wire.errors import ErrorCode, KafkaError
 from wire.records.batch import COMPRESSION_MASK, TIMESTAMP_TYPE_BIT, iter_batches
-from wire.records.compression import ZSTD, compress, decompress
+from wire.records.compression import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    ZSTD,
+    compress,
+    decompress,
+    decompression_cap,
+)
 from wire.records.record import Record, build_batch, decode_batch
 
 Buffer = bytes | bytearray | memoryview
@@ -122,15 +128,15 @@ def iter_messages(buf: Buffer) -> Iterator[LegacyMessage]:
     return _walk(buf, strict=False)
 
 
-def _inner_records(wrapper: LegacyMessage) -> list[Record]:
-    """The records inside one shallow message, with absolute offsets and timestamps."""
+def _inner_records(wrapper: LegacyMessage, max_bytes: int) -> tuple[list[Record], int]:
+    """The records inside one shallow message, with absolute offsets and timestamps, and
+    how many bytes opening the wrapper took (at most `max_bytes`)."""
     if wrapper.compression == 0:
-        return [Record(wrapper.offset, wrapper.timestamp, wrapper.key, wrapper.value, [])]
+        return [Record(wrapper.offset, wrapper.timestamp, wrapper.key, wrapper.value, [])], 0
     if wrapper.value is None:
         raise KafkaError(ErrorCode.INVALID_RECORD, "compressed wrapper message without value")
-    inner = list(
-        _walk(decompress(wrapper.compression, wrapper.value, magic=wrapper.magic), strict=True)
-    )
+    data = decompress(wrapper.compression, wrapper.value, max_bytes=max_bytes, magic=wrapper.magic)
+    inner = list(_walk(data, strict=True))
     if not inner:
         raise KafkaError(ErrorCode.INVALID_RECORD, "compressed wrapper message is empty")
     for m in inner:
@@ -139,25 +145,40 @@ def _inner_records(wrapper: LegacyMessage) -> list[Record]:
         if m.compression:
             raise KafkaError(ErrorCode.INVALID_RECORD, "nested compression")
     if wrapper.magic == 0:
-        return [Record(m.offset, NO_TIMESTAMP, m.key, m.value, []) for m in inner]
+        return [Record(m.offset, NO_TIMESTAMP, m.key, m.value, []) for m in inner], len(data)
     # A producer may leave the wrapper offset at 0 (kafka-python does); a negative base then
     # means "keep the relative offsets", as Kafka's own reader does.
     base = max(wrapper.offset - inner[-1].offset, 0)
     log_append = wrapper.timestamp_type == 1
-    return [
+    records = [
         Record(
             base + m.offset, wrapper.timestamp if log_append else m.timestamp, m.key, m.value, []
         )
         for m in inner
     ]
+    return records, len(data)
 
 
-def decode_message_set(buf: Buffer) -> list[Record]:
+def _open_wrappers(
+    messages: Iterator[LegacyMessage], max_message_bytes: int
+) -> Iterator[tuple[LegacyMessage, list[Record]]]:
+    """Each shallow message with its records; all wrappers of one message set together
+    decompress to at most decompression_cap(max_message_bytes)."""
+    remaining = decompression_cap(max_message_bytes)
+    for message in messages:
+        records, used = _inner_records(message, remaining)
+        remaining -= used
+        yield message, records
+
+
+def decode_message_set(
+    buf: Buffer, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+) -> list[Record]:
     """Every record of a message set, wrappers opened, stopping at a trailing partial
     message. Magic 0 records have timestamp -1."""
     out: list[Record] = []
-    for message in iter_messages(buf):
-        out.extend(_inner_records(message))
+    for _, records in _open_wrappers(iter_messages(buf), max_message_bytes):
+        out.extend(records)
     return out
 
 
@@ -220,7 +241,9 @@ def build_message_set(
     )
 
 
-def to_v2_batches(message_set: Buffer) -> bytearray:
+def to_v2_batches(
+    message_set: Buffer, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+) -> bytearray:
     """Up-convert a producer's message set into one v2 batch, as Kafka's broker does for
     Produce v0-2. The batch keeps the first message's offset as its base and numbers the
     records consecutively from it; its codec is that of the (last) compressed wrapper, NONE
@@ -228,13 +251,14 @@ def to_v2_batches(message_set: Buffer) -> bytearray:
 
     Raises KafkaError: CORRUPT_MESSAGE for damage or trailing partial bytes, INVALID_RECORD
     for mixed magics or malformed wrappers, INVALID_TIMESTAMP for a message claiming
-    LogAppendTime, UNSUPPORTED_COMPRESSION_TYPE for zstd (KIP-110: magic 2 only). An empty
-    input gives an empty result.
+    LogAppendTime, UNSUPPORTED_COMPRESSION_TYPE for zstd (KIP-110: magic 2 only), and
+    DecompressionLimitError (INVALID_RECORD) when the wrappers decompress past
+    decompression_cap(max_message_bytes). An empty input gives an empty result.
     """
     records: list[Record] = []
     codec = 0
     magic = None
-    for message in _walk(message_set, strict=True):
+    for message, inner in _open_wrappers(_walk(message_set, strict=True), max_message_bytes):
         if magic is None:
             magic = message.magic
         elif message.magic != magic:
@@ -247,7 +271,7 @@ def to_v2_batches(message_set: Buffer) -> bytearray:
             )
         if message.compression:
             codec = message.compression
-        records.extend(_inner_records(message))
+        records.extend(inner)
     if not records:
         return bytearray()
     base = records[0].offset
@@ -256,7 +280,9 @@ def to_v2_batches(message_set: Buffer) -> bytearray:
     return bytearray(build_batch(records, base_offset=base, compression=codec))
 
 
-def from_v2_batches(batches: Buffer, magic: int) -> bytes:
+def from_v2_batches(
+    batches: Buffer, magic: int, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+) -> bytes:
     """Down-convert a buffer of v2 batches to a message set of `magic` (0 or 1), as Kafka's
     broker does for Fetch v0-3: one batch becomes uncompressed messages or one wrapper of
     the batch's codec, keeping offsets and (magic 1) timestamps and their type. Control and
@@ -270,7 +296,7 @@ def from_v2_batches(batches: Buffer, magic: int) -> bytes:
             raise KafkaError(
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd batches cannot be down-converted"
             )
-        _, records = decode_batch(batches, pos)
+        _, records = decode_batch(batches, pos, max_message_bytes=max_message_bytes)
         if records:
             out.append(
                 build_message_set(

@@ -39,7 +39,12 @@ from wire.records.batch import (
     read_header,
     validate_batch,
 )
-from wire.records.compression import compress, decompress
+from wire.records.compression import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    compress,
+    decompress,
+    decompression_cap,
+)
 from wire.records.varint import encode_varint, read_varint, read_varlong
 
 Buffer = bytes | bytearray | memoryview
@@ -149,18 +154,23 @@ def build_batch(
     return bytes(batch)
 
 
-def decode_batch(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
+def decode_batch(
+    buf: Buffer, pos: int = 0, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+) -> tuple[BatchHeader, list[Record]]:
     """Validate (validate_batch) and decode the v2 batch at `pos`.
 
     Raises DecodeError if the header is incomplete, KafkaError(CORRUPT_MESSAGE) for damage
     (CRC, length, decompression) and KafkaError(INVALID_RECORD) for records that do not
-    parse or do not match the header's count.
+    parse or do not match the header's count, and DecompressionLimitError (INVALID_RECORD)
+    for a records section that would decompress past
+    ``decompression_cap(max_message_bytes, records_count)`` (the topic's max.message.bytes).
     """
     header = read_header(buf, pos)
     validate_batch(buf, pos, header)
     body = bytes(memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size])
     if header.compression:
-        body = decompress(header.compression, body)
+        cap = decompression_cap(max_message_bytes, header.records_count)
+        body = decompress(header.compression, body, max_bytes=cap)
     try:
         records = _decode_records(body, header)
     except DecodeError as e:
@@ -234,18 +244,22 @@ def iter_entries(buf: Buffer) -> Iterator[tuple[int, int, int]]:
         pos += size
 
 
-def decode_records(buf: Buffer) -> list[Record]:
+def decode_records(
+    buf: Buffer, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+) -> list[Record]:
     """Every record of a buffer of batches, v2 and legacy alike, with absolute offsets,
-    stopping at a trailing partial entry. Control batches are included."""
+    stopping at a trailing partial entry. Control batches are included. Decompression is
+    capped per batch by ``max_message_bytes`` (see decode_batch)."""
     # Imported here: legacy.py builds its conversions on this module.
     from wire.records.legacy import decode_message_set
 
     out: list[Record] = []
     for pos, size, magic in iter_entries(buf):
         if magic == 2:
-            out.extend(decode_batch(buf, pos)[1])
+            out.extend(decode_batch(buf, pos, max_message_bytes=max_message_bytes)[1])
         elif magic in (0, 1):
-            out.extend(decode_message_set(memoryview(buf)[pos : pos + size]))
+            entry = memoryview(buf)[pos : pos + size]
+            out.extend(decode_message_set(entry, max_message_bytes=max_message_bytes))
         else:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"unknown magic {magic}")
     return out
