@@ -10,6 +10,7 @@ from controller.interface import BrokerInfo, PartitionInfo, TopicInfo
 from kbroker.handlers.fetch import handle_fetch
 from kbroker.handlers.produce import handle_produce
 from kbroker.purgatory import Purgatory
+from kbroker.quotas import QuotaManager
 from wire.errors import ErrorCode
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -40,6 +41,7 @@ def follower_broker() -> Any:
         partition=lambda topic, index: None,
         fetch_purgatory=Purgatory(),
         clock=lambda: 0.0,
+        quotas=QuotaManager(dict, clock=lambda: 0.0),
     )
 
 
