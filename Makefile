@@ -49,9 +49,11 @@ run: install
 	mkdir -p data
 	$(VENV)/bin/kbroker start --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data
 
+# Spark's own Kafka connector is tested on PySpark 4.0, in .venv-spark40 (see tests/spark).
 test: install
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -p no:cacheprovider
+	$(SPARK40_PY) -m pytest -q -p no:cacheprovider tests/spark/test_stock_connector.py
 
 bench: install
 	$(PY) -m pip install -q -e '.[bench]'
