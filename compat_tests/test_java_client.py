@@ -1,4 +1,5 @@
-"""Apache Kafka's Java client 3.9.0 (producer, consumer, admin) against the broker.
+"""Apache Kafka's Java client 3.9.0 (producer, consumer, admin) and Kafka Streams 3.9.0
+against the broker.
 
 Each test runs one of our Java programs (compat_tests/jvm/, compiled once per session) for a
 group of scenarios, so that the JVM starts a few times rather than once per check; see
@@ -124,3 +125,10 @@ def test_java_consumers_groups_commits_rebalance_seek(
     assert_scenario(
         run, ["manual-commits", "auto-commits", "rebalance", "offsets-for-times", "seek"]
     )
+
+
+def test_kafka_streams_stateless_topology_at_least_once(
+    java: JavaPrograms, bootstrap: str, unique_topic: Callable[[], str]
+) -> None:
+    run = java.run("StreamsScenario", bootstrap, unique_topic(), "200", "at_least_once")
+    assert_scenario(run, ["every-input-reaches-its-output", "input-committed"])
