@@ -50,6 +50,8 @@ JAVA_CLIENT_VERSIONS: dict[str, int] = {
     "DESCRIBE_CLUSTER": 1,
     "LIST_GROUPS": 5,
     "DESCRIBE_GROUPS": 5,
+    # Kafka 3.9 advertises the KIP-848 describe, which the admin client tries first.
+    "CONSUMER_GROUP_DESCRIBE": 0,
     "DELETE_GROUPS": 2,
 }
 
