@@ -8,7 +8,7 @@ it is a Python data source (Spark 4) speaking to the broker through
 ``format("kafka")`` by changing one word.
 
 The data source is imported when first used, not with this package: it needs the streaming
-admission-control API of PySpark 4.1+, while ``spark_conn.session`` also serves Spark's own
+admission-control API of PySpark 4.2+, while ``spark_conn.session`` also serves Spark's own
 connector on PySpark 4.0, the only Spark that connector's 4.0.0 build runs on.
 """
 
