@@ -38,6 +38,16 @@ def read_kafka(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
     return reader.load()
 
 
+def stream_from_earliest(spark: Any, bootstrap: str, topic: str) -> Any:
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+
+
 def by_offset(rows: list[Any]) -> dict[tuple[int, int], bytes]:
     return {(r.partition, r.offset): bytes(r.value) for r in rows}
 
@@ -116,11 +126,7 @@ def test_stock_streaming_restart_reads_only_new_data(
 
     def run() -> int:
         query = (
-            kafka.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", broker.bootstrap)
-            .option("subscribe", unique)
-            .option("startingOffsets", "earliest")
-            .load()
+            stream_from_earliest(kafka, broker.bootstrap, unique)
             .select("partition", "offset", "value")
             .writeStream.format("parquet")
             .option("path", str(tmp_path / "out"))
@@ -148,11 +154,7 @@ def test_stock_streaming_aggregation_to_kafka_restarts_from_checkpoint(
 
     def run() -> None:
         query = (
-            kafka.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", broker.bootstrap)
-            .option("subscribe", unique)
-            .option("startingOffsets", "earliest")
-            .load()
+            stream_from_earliest(kafka, broker.bootstrap, unique)
             .groupBy("key")
             .count()
             .selectExpr("key", "cast(count as string) as value")
