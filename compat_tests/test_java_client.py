@@ -130,7 +130,9 @@ def test_java_consumers_groups_commits_rebalance_seek(
 
 
 def test_kafka_streams_stateless_topology_at_least_once(
-    java: JavaPrograms, bootstrap: str, unique_topic: Callable[[], str]
+    java: JavaPrograms, bootstrap: str, unique_topic: Callable[[], str], tmp_path: Path
 ) -> None:
-    run = java.run("StreamsScenario", bootstrap, unique_topic(), "200", "at_least_once")
+    run = java.run(
+        "StreamsScenario", bootstrap, unique_topic(), "200", "at_least_once", str(tmp_path)
+    )
     assert_scenario(run, ["every-input-reaches-its-output", "input-committed"])

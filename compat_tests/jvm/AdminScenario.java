@@ -128,10 +128,10 @@ public final class AdminScenario {
     private static void cluster(Admin admin) throws Exception {
         DescribeClusterResult cluster = admin.describeCluster();
         Collection<Node> nodes = cluster.nodes().get();
-        Checks.equal(1, nodes.size(), "one broker");
+        Checks.check(!nodes.isEmpty(), "brokers described");
         Node controller = cluster.controller().get();
         Checks.check(controller != null && !controller.isEmpty(), "a controller");
-        Checks.equal(nodes.iterator().next().id(), controller.id(), "the broker is the controller");
+        Checks.check(nodes.contains(controller), "the controller " + controller + " among " + nodes);
         String clusterId = cluster.clusterId().get();
         Checks.check(clusterId != null && !clusterId.isEmpty(), "a cluster id");
         Checks.passed("describe-cluster");

@@ -1,5 +1,4 @@
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -28,7 +27,7 @@ import org.apache.kafka.streams.kstream.Produced;
  * A stateless Kafka Streams topology (filter, map, branch to two topics) with the given
  * processing guarantee: every input record that passes the filter must reach its output
  * topic, and the application's group must commit the whole input. Arguments: bootstrap,
- * prefix, record count, processing.guarantee. Topics: PREFIX-in (2 partitions), PREFIX-even,
+ * prefix, record count, processing.guarantee, state directory. Topics: PREFIX-in (2 partitions), PREFIX-even,
  * PREFIX-odd; application id PREFIX-app.
  */
 public final class StreamsScenario {
@@ -37,6 +36,7 @@ public final class StreamsScenario {
         String prefix = args[1];
         int count = Integer.parseInt(args[2]);
         String guarantee = args[3];
+        String stateDir = args[4];
         String input = prefix + "-in";
         String even = prefix + "-even";
         String odd = prefix + "-odd";
@@ -72,7 +72,7 @@ public final class StreamsScenario {
             StreamsConfig.APPLICATION_ID_CONFIG, applicationId,
             StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee,
             StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "100",
-            StreamsConfig.STATE_DIR_CONFIG, Files.createTempDirectory("streams-state").toString());
+            StreamsConfig.STATE_DIR_CONFIG, stateDir);
         try (KafkaStreams streams = new KafkaStreams(builder.build(), config)) {
             streams.start();
             Checks.waitUntil(() -> streams.state() == KafkaStreams.State.RUNNING, 60_000, "the application running");
