@@ -44,6 +44,8 @@ JAVA_CLIENT_VERSIONS: dict[str, int] = {
     "OFFSET_DELETE": 0,
     "CREATE_TOPICS": 7,
     "DELETE_TOPICS": 6,
+    "DELETE_RECORDS": 2,
+    "DESCRIBE_LOG_DIRS": 4,
     "CREATE_PARTITIONS": 3,
     "DESCRIBE_CONFIGS": 4,
     "INCREMENTAL_ALTER_CONFIGS": 1,
@@ -87,6 +89,7 @@ def test_java_admin(java: JavaPrograms, bootstrap: str, unique_topic: Callable[[
             "configs",
             "create-partitions",
             "describe-cluster",
+            "offsets-and-records",
             "consumer-groups",
             "delete-topics",
         ],
@@ -125,7 +128,15 @@ def test_java_consumers_groups_commits_rebalance_seek(
 ) -> None:
     run = java.run("ConsumerScenario", bootstrap, unique_topic(), "20", str(base_timestamp_ms()))
     assert_scenario(
-        run, ["manual-commits", "auto-commits", "rebalance", "offsets-for-times", "seek"]
+        run,
+        [
+            "manual-commits",
+            "auto-commits",
+            "rebalance-range",
+            "rebalance-cooperative",
+            "offsets-for-times",
+            "seek",
+        ],
     )
 
 

@@ -11,11 +11,17 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
+import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.ConsumerGroupState;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
@@ -26,11 +32,13 @@ import org.apache.kafka.common.errors.InvalidPartitionsException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
  * The Java Admin client against the broker: topics (create, describe, delete), configs
- * (describe, incremental alter), partitions, DescribeCluster, consumer group listing and
- * offsets. Arguments: bootstrap, a prefix for the topic and group names this run creates.
+ * (describe, incremental alter), partitions, DescribeCluster, listOffsets, deleteRecords,
+ * describeLogDirs, consumer group listing and offsets. Arguments: bootstrap, a prefix for
+ * the topic and group names this run creates.
  */
 public final class AdminScenario {
     public static void main(String[] args) throws Exception {
@@ -45,6 +53,7 @@ public final class AdminScenario {
             configs(admin, configured);
             partitions(admin, growing);
             cluster(admin);
+            offsetsAndRecords(admin, bootstrap, growing);
             groups(admin, bootstrap, configured, group);
             deleteTopics(admin, configured, growing);
         }
@@ -137,6 +146,45 @@ public final class AdminScenario {
         Checks.passed("describe-cluster");
     }
 
+    private static void offsetsAndRecords(Admin admin, String bootstrap, String topic) throws Exception {
+        TopicPartition partition = new TopicPartition(topic, 0);
+        long base = System.currentTimeMillis() - 60_000;
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(Checks.props(bootstrap),
+                new ByteArraySerializer(), new ByteArraySerializer())) {
+            for (int i = 0; i < 10; i++) {
+                // Timestamps rise, except record 7, the newest.
+                long timestamp = i == 7 ? base + 1_000 : base + i;
+                producer.send(new ProducerRecord<>(topic, 0, timestamp, null, new byte[] {(byte) i}));
+            }
+            producer.flush();
+        }
+        Checks.equal(0L, listOffset(admin, partition, OffsetSpec.earliest()).offset(), "earliest");
+        Checks.equal(10L, listOffset(admin, partition, OffsetSpec.latest()).offset(), "latest");
+        Checks.equal(4L, listOffset(admin, partition, OffsetSpec.forTimestamp(base + 4)).offset(), "by timestamp");
+        ListOffsetsResultInfo newest = listOffset(admin, partition, OffsetSpec.maxTimestamp());
+        Checks.equal(7L, newest.offset(), "offset of the max timestamp");
+        Checks.equal(base + 1_000, newest.timestamp(), "max timestamp");
+        Checks.equal(-1L, listOffset(admin, partition, OffsetSpec.forTimestamp(base + 5_000)).offset(),
+            "no offset after the newest timestamp");
+
+        long low = admin.deleteRecords(Map.of(partition, RecordsToDelete.beforeOffset(3)))
+            .lowWatermarks().get(partition).get().lowWatermark();
+        Checks.equal(3L, low, "low watermark after deleteRecords");
+        Checks.equal(3L, listOffset(admin, partition, OffsetSpec.earliest()).offset(), "earliest after deleteRecords");
+
+        int broker = admin.describeCluster().nodes().get().iterator().next().id();
+        Map<Integer, Map<String, LogDirDescription>> dirs = admin.describeLogDirs(List.of(broker)).allDescriptions().get();
+        boolean found = dirs.get(broker).values().stream()
+            .anyMatch(d -> d.error() == null && d.replicaInfos().containsKey(partition));
+        Checks.check(found, "describeLogDirs lists " + partition);
+        Checks.passed("offsets-and-records");
+    }
+
+    private static ListOffsetsResultInfo listOffset(Admin admin, TopicPartition partition, OffsetSpec spec)
+            throws Exception {
+        return admin.listOffsets(Map.of(partition, spec)).partitionResult(partition).get();
+    }
+
     private static void groups(Admin admin, String bootstrap, String topic, String group) throws Exception {
         TopicPartition first = new TopicPartition(topic, 0);
         TopicPartition second = new TopicPartition(topic, 1);
@@ -158,6 +206,9 @@ public final class AdminScenario {
             admin.describeConsumerGroups(List.of(group)).all().get().get(group);
         Checks.equal(ConsumerGroupState.EMPTY, description.state(), "described state");
         Checks.check(description.members().isEmpty(), "no members");
+        admin.alterConsumerGroupOffsets(group, Map.of(second, new OffsetAndMetadata(2, "altered"))).all().get();
+        Checks.equal(new OffsetAndMetadata(2, "altered"),
+            admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get().get(second), "altered offset");
         admin.deleteConsumerGroupOffsets(group, Set.of(second)).all().get();
         Checks.equal(Map.of(first, offsets.get(first)),
             admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get(), "offsets after a delete");

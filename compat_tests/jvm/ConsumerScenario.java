@@ -11,9 +11,11 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.consumer.RangeAssignor;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
@@ -21,7 +23,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
  * Java consumers against the broker: a group with manual commits and one with automatic
- * commits, a rebalance between two members, offsetsForTimes, seek. Arguments: bootstrap,
+ * commits, rebalances between two members (eager and cooperative), offsetsForTimes, seek. Arguments: bootstrap,
  * prefix, records per partition, base timestamp. One topic PREFIX with 4 partitions whose
  * record n of each partition has CreateTime base + 10 * n.
  */
@@ -51,7 +53,8 @@ public final class ConsumerScenario {
         }
         manualCommits(bootstrap, topic, partitions, perPartition);
         autoCommits(bootstrap, topic, partitions, perPartition);
-        rebalance(bootstrap, topic, partitions);
+        rebalance(bootstrap, topic, partitions, "range", RangeAssignor.class);
+        rebalance(bootstrap, topic, partitions, "cooperative", CooperativeStickyAssignor.class);
         offsetsForTimes(bootstrap, partitions, perPartition, baseTimestamp);
         seek(bootstrap, partitions.get(1), perPartition);
     }
@@ -142,17 +145,20 @@ public final class ConsumerScenario {
         }
     }
 
-    private static void rebalance(String bootstrap, String topic, List<TopicPartition> partitions) throws Exception {
-        String group = topic + "-rebalance";
+    /** Two members share the topic, then one leaves; `assignor` is eager or cooperative (KIP-429). */
+    private static void rebalance(String bootstrap, String topic, List<TopicPartition> partitions, String name,
+            Class<?> assignor) throws Exception {
+        String group = topic + "-rebalance-" + name;
         Tracking firstOwns = new Tracking();
         Tracking secondOwns = new Tracking();
-        try (KafkaConsumer<byte[], byte[]> first = consumer(bootstrap, "group.id", group)) {
+        Object[] settings = {"group.id", group, "partition.assignment.strategy", assignor.getName()};
+        try (KafkaConsumer<byte[], byte[]> first = consumer(bootstrap, settings)) {
             first.subscribe(List.of(topic), firstOwns);
             Checks.waitUntil(() -> {
                 first.poll(Duration.ofMillis(100));
                 return firstOwns.owned.size() == PARTITIONS;
             }, 60_000, "the only member owns every partition");
-            try (KafkaConsumer<byte[], byte[]> second = consumer(bootstrap, "group.id", group)) {
+            try (KafkaConsumer<byte[], byte[]> second = consumer(bootstrap, settings)) {
                 second.subscribe(List.of(topic), secondOwns);
                 Checks.waitUntil(() -> {
                     first.poll(Duration.ofMillis(100));
@@ -169,7 +175,7 @@ public final class ConsumerScenario {
                 return firstOwns.owned.size() == PARTITIONS;
             }, 60_000, "the remaining member owning every partition after the other left");
         }
-        Checks.passed("rebalance");
+        Checks.passed("rebalance-" + name);
     }
 
     private static void offsetsForTimes(String bootstrap, List<TopicPartition> partitions, int perPartition,
