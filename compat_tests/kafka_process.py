@@ -91,6 +91,11 @@ class KafkaProcess(BrokerProcess):
         # until then Metadata lists no broker.
         asyncio.run(self._wait_in_metadata(timeout - (time.monotonic() - started)))
 
+    def restart(self, timeout: float = 90.0) -> None:
+        # Kafka's controlled shutdown and start-up take longer than kbroker's.
+        self.stop(timeout=30.0)
+        self.start(max(timeout, 90.0))
+
     async def _wait_in_metadata(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
