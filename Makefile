@@ -4,17 +4,25 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Spark's own Kafka connector (../shared/clients-jvm) is built for Spark 4.0 and fails on newer
+# Spark: its tests run in this second environment (extra `spark40`).
+SPARK40_VENV := .venv-spark40
+SPARK40_PY := $(SPARK40_VENV)/bin/python
+SPARK40_STAMP := $(SPARK40_VENV)/.installed
+# Spark's Kafka connector and the Java client's jars: test tools kept outside the repository.
+JVM_CLIENTS := ../shared/clients-jvm
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install system-packages run test bench generate clean cluster spark-demo
 
-install: system-packages $(STAMP)
+install: system-packages $(STAMP) $(SPARK40_STAMP)
 
-# Debian packages the tests use: a Java runtime (ZooKeeper, Spark), ZooKeeper, kcat,
-# iproute2 (network namespaces for the compose emulation), and venv for Debian's python3.
+# Debian packages the tests use: a JDK (ZooKeeper, Spark, Kafka, and javac for the Java client
+# tests), ZooKeeper, kcat, iproute2 (network namespaces for the compose emulation), and venv for
+# Debian's python3.
 system-packages:
 	@missing=""; \
-	command -v java >/dev/null || missing="$$missing default-jre-headless"; \
+	command -v javac >/dev/null || missing="$$missing default-jdk-headless"; \
 	[ -x /usr/share/zookeeper/bin/zkServer.sh ] || missing="$$missing zookeeper"; \
 	command -v kcat >/dev/null || missing="$$missing kcat"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
@@ -31,13 +39,21 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $(STAMP)
 
+$(SPARK40_STAMP): pyproject.toml
+	[ -x $(SPARK40_PY) ] || $(PYTHON) -m venv $(SPARK40_VENV)
+	$(SPARK40_PY) -m pip install -q --upgrade pip
+	$(SPARK40_PY) -m pip install -q -e '.[spark40]'
+	touch $(SPARK40_STAMP)
+
 run: install
 	mkdir -p data
 	$(VENV)/bin/kbroker start --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data
 
+# Spark's own Kafka connector is tested on PySpark 4.0, in .venv-spark40 (see tests/spark).
 test: install
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -p no:cacheprovider
+	$(SPARK40_PY) -m pytest -q -p no:cacheprovider tests/spark/test_stock_connector.py
 
 bench: install
 	$(PY) -m pip install -q -e '.[bench]'
@@ -53,7 +69,7 @@ generate: install
 	$(PY) -m wire.codegen
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(SPARK40_VENV) .pytest_cache .ruff_cache build *.egg-info
 
 # The Spark page-view pipeline against a running broker ($KBROKER_BOOTSTRAP, default
 # 127.0.0.1:9092, e.g. from `make run`); run it again to continue from its checkpoint in

@@ -121,6 +121,9 @@ class BrokerProcess:
             args += ["--override", f"{key}={value}"]
         return args
 
+    def environment(self) -> dict[str, str]:
+        return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
@@ -131,12 +134,11 @@ class BrokerProcess:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._err_start = self.stderr_path.stat().st_size if self.stderr_path.exists() else 0
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self._proc = subprocess.Popen(
                 self.command(),
                 cwd=REPO_ROOT,
-                env=env,
+                env=self.environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,

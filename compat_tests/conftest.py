@@ -1,8 +1,12 @@
 """Fixtures: the broker under test, topics, and client-side tools.
 
 Set KBROKER_BOOTSTRAP=host:port to run the suite against a broker that is already running
-(kbroker or any other Kafka-compatible broker). Otherwise one kbroker process is started
-for the session on a free loopback port with a temporary log directory.
+(kbroker or any other Kafka-compatible broker; test ids end in ``[external]``). Otherwise
+every test runs against each broker named in KBROKER_COMPAT_BROKERS (default
+``kbroker,kafka``), started for the session on a free loopback port with a temporary log
+directory: ``kbroker`` is this repository's broker, ``kafka`` is Apache Kafka 3.9.0
+(../shared/kafka-3.9) with Debian's ZooKeeper, the oracle. Test ids end in ``[kbroker]`` or
+``[kafka]``, so the two columns of results sit side by side.
 """
 
 import os
@@ -16,16 +20,57 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.broker_process import BrokerProcess, BrokerStartError
+from compat_tests.kafka_process import KafkaProcess, kafka_available
 from compat_tests.support import require, wait_for_leaders
+from compat_tests.zookeeper_process import ZooKeeperProcess, java_available
 
 BOOTSTRAP_ENV = "KBROKER_BOOTSTRAP"
 
 
-@pytest.fixture(scope="session")
-def broker_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess | None]:
-    """The kbroker process this session started, or None under KBROKER_BOOTSTRAP."""
+BROKERS_ENV = "KBROKER_COMPAT_BROKERS"
+BROKER_KINDS = ("kbroker", "kafka")
+
+
+def brokers_under_test() -> list[str]:
+    """The `broker_process` parameters: "external" under KBROKER_BOOTSTRAP, else the kinds
+    KBROKER_COMPAT_BROKERS names."""
     if os.environ.get(BOOTSTRAP_ENV):
+        return ["external"]
+    kinds = [k.strip() for k in os.environ.get(BROKERS_ENV, ",".join(BROKER_KINDS)).split(",")]
+    unknown = set(kinds) - set(BROKER_KINDS)
+    if unknown or not kinds:
+        raise pytest.UsageError(f"{BROKERS_ENV}: unknown broker kinds {sorted(unknown)}")
+    return kinds
+
+
+def start_kafka(work: Path) -> Iterator[KafkaProcess]:
+    """ZooKeeper and Apache Kafka 3.9.0, stopped (Kafka first) when the generator closes."""
+    require(java_available(), "ZooKeeper (Debian package) and java are needed for Kafka")
+    require(kafka_available(), "Apache Kafka 3.9 is missing from ../shared/kafka-3.9")
+    zookeeper = ZooKeeperProcess(work / "zookeeper")
+    zookeeper.start()
+    kafka = KafkaProcess(work / "kafka", zookeeper.connect)
+    try:
+        kafka.start()
+        yield kafka
+    except BrokerStartError as exc:
+        pytest.fail(f"could not start Kafka: {exc}", pytrace=False)
+    finally:
+        kafka.stop(timeout=30.0)
+        zookeeper.stop()
+
+
+@pytest.fixture(scope="session", params=brokers_under_test())
+def broker_process(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BrokerProcess | None]:
+    """The broker process this session started (kbroker or Kafka), or None under
+    KBROKER_BOOTSTRAP."""
+    if request.param == "external":
         yield None
+        return
+    if request.param == "kafka":
+        yield from start_kafka(tmp_path_factory.mktemp("kafka"))
         return
     broker = BrokerProcess(tmp_path_factory.mktemp("kbroker"))
     try:

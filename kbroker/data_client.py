@@ -29,7 +29,11 @@ from wire.api_keys import REQUEST_CLASSES, ApiKey
 from wire.errors import ErrorCode, KafkaError
 from wire.frame import decode_response, encode_request
 from wire.messages.api_versions_request import ApiVersionsRequest
-from wire.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from wire.messages.create_topics_request import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
 from wire.messages.delete_records_request import (
     DeleteRecordsPartition,
     DeleteRecordsRequest,
@@ -315,12 +319,24 @@ class DataClient:
                     raise
             time.sleep(RETRY_BACKOFF_SECONDS)
 
-    def create_topics(self, topics: Mapping[str, int], replication_factor: int = 1) -> None:
-        """Create each topic with its partition count; existing topics are left alone."""
+    def create_topics(
+        self,
+        topics: Mapping[str, int],
+        replication_factor: int = 1,
+        configs: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create each topic with its partition count and the topic ``configs``; existing
+        topics are left alone."""
+        topic_configs = [
+            CreatableTopicConfig(name=key, value=value) for key, value in (configs or {}).items()
+        ]
         request = CreateTopicsRequest(
             topics=[
                 CreatableTopic(
-                    name=name, num_partitions=count, replication_factor=replication_factor
+                    name=name,
+                    num_partitions=count,
+                    replication_factor=replication_factor,
+                    configs=topic_configs,
                 )
                 for name, count in topics.items()
             ],

@@ -6,18 +6,32 @@ it is a Python data source (Spark 4) speaking to the broker through
 ``kbroker.data_client``. Its options and schema are those of Spark's Kafka source and sink
 (see ``spark_conn.options``), so a pipeline moves between ``format("kbroker")`` and
 ``format("kafka")`` by changing one word.
+
+The data source is imported when first used, not with this package: it needs the streaming
+admission-control API of PySpark 4.2+, while ``spark_conn.session`` also serves Spark's own
+connector on PySpark 4.0, the only Spark that connector's 4.0.0 build runs on.
 """
+
+from typing import Any
 
 from pyspark.sql import SparkSession
 
-from spark_conn.datasource import KbrokerDataSource
-
-FORMAT = KbrokerDataSource.name()
+FORMAT = "kbroker"
 
 
 def register(spark: SparkSession) -> None:
     """Register the ``kbroker`` format in ``spark`` (idempotent)."""
+    from spark_conn.datasource import KbrokerDataSource
+
     spark.dataSource.register(KbrokerDataSource)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KbrokerDataSource":
+        from spark_conn.datasource import KbrokerDataSource
+
+        return KbrokerDataSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["FORMAT", "KbrokerDataSource", "register"]

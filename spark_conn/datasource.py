@@ -11,6 +11,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from spark_conn import FORMAT
 from spark_conn.options import OptionError, parse_source_options
 from spark_conn.sink import BatchWriter, StreamWriter, plan_sink
 from spark_conn.source import BatchReader, StreamReader, source_schema
@@ -22,7 +23,7 @@ class KbrokerDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         """The format name: ``spark.read.format("kbroker")``."""
-        return "kbroker"
+        return FORMAT
 
     def schema(self) -> StructType:
         """The columns of Spark's Kafka source, ``headers`` last with includeHeaders=true."""

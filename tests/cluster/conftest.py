@@ -21,9 +21,10 @@ HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from local_cluster import LocalCluster, java_available  # noqa: E402
+from local_cluster import LocalCluster  # noqa: E402
 
 from compat_tests.support import require  # noqa: E402
+from compat_tests.zookeeper_process import java_available  # noqa: E402
 
 
 @pytest.fixture(scope="module")

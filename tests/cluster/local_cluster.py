@@ -6,8 +6,7 @@ Ctrl-C).
 
 Layout under the work directory: ``zookeeper/data`` (ZooKeeper's dataDir), ``zookeeper.out``
 (its console output), and ``broker-<id>/`` per broker (see compat_tests/broker_process.py).
-ZooKeeper readiness is checked with the ``srvr`` four-letter command, the one ZooKeeper 3.5+
-allows by default.
+ZooKeeper is compat_tests.zookeeper_process's.
 """
 
 from __future__ import annotations
@@ -16,8 +15,6 @@ import argparse
 import asyncio
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -27,12 +24,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from compat_tests.broker_process import BrokerProcess, free_port  # noqa: E402
+from compat_tests.broker_process import BrokerProcess  # noqa: E402
+from compat_tests.zookeeper_process import ZooKeeperProcess  # noqa: E402
 from kbroker.client import KafkaClient  # noqa: E402
-
-JAVA = "/usr/bin/java"
-ZK_CLASSPATH = "/usr/share/java/*"
-ZK_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
 # Settings that make failures show quickly on a small shared machine.
 FAST_FAILOVER = {
@@ -47,76 +41,6 @@ FAST_FAILOVER = {
     "auto.leader.rebalance.enable": "false",
     "group.initial.rebalance.delay.ms": "0",
 }
-
-
-def java_available() -> bool:
-    """Whether Debian's zookeeper package and a Java runtime are installed."""
-    return Path("/usr/bin/java").exists() and any(Path("/usr/share/java").glob("zookeeper*.jar"))
-
-
-def zk_ready(port: int, timeout: float = 1.0) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-            sock.sendall(b"srvr")
-            return b"Mode:" in sock.recv(4096)
-    except OSError:
-        return False
-
-
-class ZooKeeperProcess:
-    """A standalone ZooKeeper server; restarts keep its port and data."""
-
-    def __init__(self, work_dir: Path, port: int | None = None) -> None:
-        self.work_dir = work_dir
-        self.port = port if port is not None else free_port()
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 60.0) -> None:
-        data = self.work_dir / "data"
-        data.mkdir(parents=True, exist_ok=True)
-        with open(self.work_dir / "zookeeper.out", "ab") as out:
-            self._proc = subprocess.Popen(
-                [
-                    JAVA,
-                    "-Xmx256m",
-                    # The AdminServer's fixed port 8080 would clash between concurrent runs.
-                    "-Dzookeeper.admin.enableServer=false",
-                    "-cp",
-                    ZK_CLASSPATH,
-                    ZK_MAIN,
-                    str(self.port),
-                    str(data),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"zookeeper exited with {self._proc.returncode}")
-            if zk_ready(self.port):
-                return
-            time.sleep(0.2)
-        raise RuntimeError("zookeeper did not start")
-
-    def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
-            try:
-                self._proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-
-    def kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
 
 
 class LocalCluster:

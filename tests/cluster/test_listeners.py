@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 from kazoo.client import KazooClient
-from local_cluster import BrokerProcess, ZooKeeperProcess, free_port, java_available
 
+from compat_tests.broker_process import BrokerProcess, free_port
 from compat_tests.support import require
+from compat_tests.zookeeper_process import ZooKeeperProcess, java_available
 from kbroker.client import BrokerConnection
 from wire.api_keys import ApiKey
 from wire.messages.metadata_request import MetadataRequest

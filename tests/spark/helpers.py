@@ -8,9 +8,11 @@ from wire.records.record import Record
 BASE_TS = 1_700_000_000_000
 
 
-def make_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def make_topic(
+    bootstrap: str, topic: str, partitions: int, configs: dict[str, str] | None = None
+) -> None:
     with DataClient(bootstrap) as client:
-        client.create_topics({topic: partitions})
+        client.create_topics({topic: partitions}, configs=configs)
 
 
 def produce_values(
