@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from helpers import wait_for
-from local_cluster import BrokerProcess, ZooKeeperProcess, java_available
+from local_cluster import BrokerProcess
 
 from compat_tests.support import require
+from compat_tests.zookeeper_process import ZooKeeperProcess, java_available
 
 pytestmark = pytest.mark.slow
 
