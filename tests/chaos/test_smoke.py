@@ -1,0 +1,25 @@
+"""A short seeded fault schedule on a real cluster in network namespaces (the long runs are
+``make chaos``): acks=all with min.insync.replicas=2 must lose, duplicate or un-show nothing."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from chaos.run import run_schedule
+from compat_tests.support import require
+from tests.ops.compose_emulation import can_emulate
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_short_schedule_of_partitions_pauses_and_kills_is_safe(tmp_path: Path) -> None:
+    problem = can_emulate()
+    require(problem is None, problem or "")
+    require(shutil.which("iptables") is not None, "iptables is not installed")
+    summary = run_schedule(3, 40.0, "all", ("partition", "pause", "kill"), tmp_path)
+    assert summary["safe"], summary
+    assert summary["acked"] > 0
+    assert not summary["unexpected_exits"], summary
