@@ -6,7 +6,8 @@ producer (idempotent and acks=all, or plain acks=1 with ``--acks 1``) while a co
 every partition from the start. Every acknowledgement (partition, offset, value) and every
 record read is recorded. When the producer stops, the workload waits for ``<out>.healed``
 (every fault healed), flushes, reads each partition from the log start to its high watermark
-and writes the history (see chaos/checker.py) to ``--out``.
+and writes the history (see chaos/checker.py; ``high`` holds the high watermarks read
+back) to ``--out``.
 """
 
 from __future__ import annotations
@@ -125,7 +126,9 @@ def produce(bootstrap: str, acks: str, duration: float, history: dict[str, Any])
     return producer
 
 
-def final_read(bootstrap: str, timeout: float) -> tuple[dict[int, list[list[Any]]], bool]:
+def final_read(
+    bootstrap: str, timeout: float
+) -> tuple[dict[int, list[list[Any]]], dict[int, int], bool]:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "chaos-final", "enable.auto.commit": False}
     )
@@ -140,7 +143,7 @@ def final_read(bootstrap: str, timeout: float) -> tuple[dict[int, list[list[Any]
                     ]
                 except Exception:  # noqa: BLE001 - leader still moving: ask again
                     if time.monotonic() > deadline:
-                        return {}, False
+                        return {}, high, False
         consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         out: dict[int, list[list[Any]]] = {p: [] for p in range(PARTITIONS)}
         done = {p for p in range(PARTITIONS) if high[p] == 0}
@@ -153,7 +156,7 @@ def final_read(bootstrap: str, timeout: float) -> tuple[dict[int, list[list[Any]
                 out[p].append([msg.offset(), _value(msg)])
             if msg.offset() >= high[p] - 1:
                 done.add(p)
-        return out, len(done) == PARTITIONS
+        return out, high, len(done) == PARTITIONS
     finally:
         consumer.close()
 
@@ -179,7 +182,7 @@ def main() -> None:
     reader.stop_event.set()
     reader.join(30)
     history["seen"] = reader.seen
-    history["final"], history["final_complete"] = final_read(args.bootstrap, 90)
+    history["final"], history["high"], history["final_complete"] = final_read(args.bootstrap, 90)
     args.out.write_text(json.dumps(history))
 
 
