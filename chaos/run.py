@@ -132,9 +132,8 @@ class ChaosCluster:
             timeout=30,
         )
 
-    def partition(self, side: set[str]) -> None:
-        """Drop every packet between ``side`` and the other nodes (the client reaches all)."""
-        others = {ZOOKEEPER, *BROKERS} - side
+    def partition(self, side: set[str], others: set[str]) -> None:
+        """Drop every packet between ``side`` and ``others`` (the client reaches all)."""
         for a in side:
             for b in others:
                 for host, peer in ((a, b), (b, a)):
@@ -197,7 +196,9 @@ class Injector:
     def apply(self, fault: Fault) -> None:
         node = fault.nodes[0]
         if fault.kind == "partition":
-            self.cluster.partition(set(fault.nodes))
+            self.cluster.partition(set(fault.nodes), {ZOOKEEPER, *BROKERS} - set(fault.nodes))
+        elif fault.kind == "zk-cut":
+            self.cluster.partition({node}, {ZOOKEEPER})
         elif fault.kind == "pause":
             self.cluster.signal(node, signal.SIGSTOP)
         elif fault.kind == "kill":
@@ -209,7 +210,7 @@ class Injector:
 
     def heal(self, fault: Fault) -> None:
         node = fault.nodes[0]
-        if fault.kind == "partition":
+        if fault.kind in ("partition", "zk-cut"):
             self.cluster.heal_partition()
         elif fault.kind == "pause":
             self.cluster.signal(node, signal.SIGCONT)

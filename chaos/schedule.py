@@ -8,6 +8,8 @@ Kinds:
 - ``partition``: the nodes (ZooKeeper and the brokers) are split in two sides that cannot
   reach each other; the client reaches every node (a leader cut off from ZooKeeper stays
   reachable by producers: the zombie-leader case).
+- ``zk-cut``: one broker cannot reach ZooKeeper, but still reaches the other brokers and is
+  reached by them and the client (the zombie leader whose followers keep fetching from it).
 - ``pause``: SIGSTOP a broker for longer than ``zookeeper.session.timeout.ms``, then SIGCONT.
 - ``kill``: kill -9 a broker, restart it when the fault heals.
 - ``disk``: fill a broker's log directory (a size-limited tmpfs), free it when it heals.
@@ -19,7 +21,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-KINDS = ("partition", "pause", "kill", "disk")
+KINDS = ("partition", "zk-cut", "pause", "kill", "disk")
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,8 @@ def make_schedule(
             nodes = [zookeeper, *brokers]
             side = tuple(sorted(rng.sample(nodes, rng.randint(1, len(nodes) // 2))))
             hold = rng.uniform(4.0, 15.0)
-        elif kind == "pause":
+        elif kind in ("pause", "zk-cut"):
+            # Past the session timeout: ZooKeeper expires the session, leadership moves.
             side = (rng.choice(list(brokers)),)
             hold = session_timeout_s + rng.uniform(1.0, 6.0)
         else:
