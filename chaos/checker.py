@@ -131,3 +131,24 @@ def availability(
             total[kind] += 1
             good[kind] += acked_buckets[bucket] > 0
     return {kind: good[kind] / total[kind] for kind in total}
+
+
+def aggregate(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs' summaries in one: counts added, availability averaged per fault kind."""
+    faults: Counter[str] = Counter()
+    availability: dict[str, list[float]] = defaultdict(list)
+    for summary in summaries:
+        faults.update(summary["faults"])
+        for kind, value in summary["availability"].items():
+            availability[kind].append(value)
+    totals = {
+        key: sum(s[key] for s in summaries)
+        for key in ("acked", "lost", "duplicates", "offset_changed", "vanished", "out_of_order")
+    }
+    return {
+        "runs": len(summaries),
+        "safe_runs": sum(bool(s["safe"]) for s in summaries),
+        "faults": dict(sorted(faults.items())),
+        **totals,
+        "availability": {k: round(sum(v) / len(v), 3) for k, v in sorted(availability.items())},
+    }

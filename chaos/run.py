@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos.checker import check
+from chaos.checker import aggregate, check
 from chaos.schedule import KINDS, Fault, make_schedule
 from tests.cluster.local_cluster import FAST_FAILOVER
 from tests.ops.compose_emulation import (
@@ -293,11 +293,13 @@ def main() -> None:
     base = args.dir or Path(tempfile.mkdtemp(prefix="kbchaos-"))
     # SIGTERM cleans up like Ctrl-C (the finally blocks run).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    failed = 0
+    summaries = []
     for seed in range(args.seed, args.seed + args.runs):
         summary = run_schedule(seed, args.duration, args.acks, kinds, base / f"seed-{seed}")
         print(json.dumps(summary), flush=True)
-        failed += args.acks == "all" and not summary["safe"]
+        summaries.append(summary)
+    print("all runs: " + json.dumps(aggregate(summaries)))
+    failed = sum(args.acks == "all" and not s["safe"] for s in summaries)
     verdict = (
         f"{args.runs - failed} of {args.runs} schedules safe"
         if args.acks == "all"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos.checker import check
+from chaos.checker import aggregate, check
 from chaos.schedule import KINDS, make_schedule
 
 
@@ -77,3 +77,13 @@ def test_a_seed_gives_the_same_schedule_and_it_ends_in_time() -> None:
     assert {f.kind for f in first} <= set(KINDS)
     pauses = [f for s in range(20) for f in make_schedule(s, *args[1:]) if f.kind == "pause"]
     assert pauses and all(f.hold > 6.0 for f in pauses)
+
+
+def test_runs_add_up_and_availability_is_averaged_per_kind() -> None:
+    one = {**check(history()).summary(), "faults": {"pause": 1}}
+    lossy = check(history(final={"0": [[0, "v0"]], "1": [[0, "v2"]]}, seen=[])).summary()
+    total = aggregate([one, {**lossy, "faults": {"pause": 2, "kill": 1}}])
+    assert total["runs"] == 2 and total["safe_runs"] == 1
+    assert total["faults"] == {"kill": 1, "pause": 3}
+    assert total["lost"] == 1 and total["acked"] == 6
+    assert total["availability"] == {"none": 0.667, "pause": 1.0}
