@@ -13,19 +13,20 @@ SPARK40_STAMP := $(SPARK40_VENV)/.installed
 JVM_CLIENTS := ../shared/clients-jvm
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-packages run test bench generate clean cluster spark-demo
+.PHONY: install system-packages run test bench generate clean cluster spark-demo chaos
 
 install: system-packages $(STAMP) $(SPARK40_STAMP)
 
 # Debian packages the tests use: a JDK (ZooKeeper, Spark, Kafka, and javac for the Java client
-# tests), ZooKeeper, kcat, iproute2 (network namespaces for the compose emulation), and venv for
-# Debian's python3.
+# tests), ZooKeeper, kcat, iproute2 (network namespaces for the compose emulation and chaos
+# runs), iptables (the chaos runs' partitions), and venv for Debian's python3.
 system-packages:
 	@missing=""; \
 	command -v javac >/dev/null || missing="$$missing default-jdk-headless"; \
 	[ -x /usr/share/zookeeper/bin/zkServer.sh ] || missing="$$missing zookeeper"; \
 	command -v kcat >/dev/null || missing="$$missing kcat"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v iptables >/dev/null || missing="$$missing iptables"; \
 	$(PYTHON) -c "import ensurepip" 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
@@ -76,3 +77,9 @@ clean:
 # .spark-demo/. Spark's Kafka connector is not needed: it uses the kbroker data source.
 spark-demo: install
 	$(PY) -m spark_conn.demo --bootstrap "$${KBROKER_BOOTSTRAP:-127.0.0.1:9092}"
+
+# Seeded fault schedules (partitions, pauses, kill -9, full disks) against ZooKeeper and three
+# brokers in network namespaces, checked for lost, duplicated and vanished records (chaos/).
+# One schedule at a time: SEED=first seed, RUNS=how many, DURATION=seconds each, ACKS=all|1.
+chaos: install
+	$(PY) -m chaos.run --seed $${SEED:-1} --runs $${RUNS:-5} --duration $${DURATION:-90} --acks $${ACKS:-all}

@@ -241,7 +241,13 @@ class LogSegment:
         """Append whole batches (`data`); `batches`/`positions` are their final headers and
         positions within `data`."""
         start = self.size
-        write_all(self.fd, data)
+        try:
+            write_all(self.fd, data)
+        except OSError:
+            # A failed write (ENOSPC, EIO) may have left part of the data: cut it off, so the
+            # file still ends on a whole batch and the next append (O_APPEND) lands at `size`.
+            os.ftruncate(self.fd, start)
+            raise
         self.size += len(data)
         self.dirty = True
         for header, rel in zip(batches, positions, strict=True):

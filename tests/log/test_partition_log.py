@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import pytest
 
-from kbroker.log import LogConfig, PartitionLog
+from kbroker.log import LogConfig, PartitionLog, segment
 from kbroker.log.segment import LogSegment
 from wire.errors import ErrorCode, KafkaError
 from wire.records.batch import iter_batches
@@ -549,3 +550,26 @@ def test_retention_by_size_and_policy(tmp_path: Path) -> None:
     for tag in range(30):
         append(compacted, batch(1, value_size=50, tag=tag))
     assert compacted.enforce_retention(stable_offset=compacted.log_end_offset) == 0
+
+
+def test_a_write_the_disk_refuses_leaves_whole_batches_and_the_log_usable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC in the middle of a batch (chaos disk schedules, issue 15): the half-written
+    bytes are cut off, so the next append and a restart's recovery see whole batches only."""
+    plog = open_log(tmp_path)
+    append(plog, batch(2, tag=1))
+
+    def half_then_full(fd: int, data: bytes | bytearray | memoryview) -> None:
+        os.write(fd, bytes(data)[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(segment, "write_all", half_then_full)
+        with pytest.raises(OSError):
+            append(plog, batch(3, tag=2))
+    assert append(plog, batch(1, tag=3)) == (2, 2)
+    assert read_all(plog, 0) == [(0, 1), (1, 1), (2, 3)]
+    plog.close()
+    reopened = PartitionLog.open(tmp_path / "topic-0", SMALL, recover=True)
+    assert read_all(reopened, 0) == [(0, 1), (1, 1), (2, 3)]
