@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 
 from wire.errors import DecodeError
 from wire.primitives import Reader, Writer
+from wire.records.batch import BatchHeader
+from wire.records.record import Record
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -276,6 +278,13 @@ class LoadedState:
 
     groups: dict[str, GroupValue] = field(default_factory=dict)
     offsets: dict[str, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
+
+    def apply_batch(self, header: BatchHeader, records: list[Record]) -> None:
+        """One batch of the partition (``StateLoader``); control batches carry no state."""
+        if header.is_control:
+            return
+        for record in records:
+            self.apply(record.key, record.value)
 
     def apply(self, key_bytes: bytes | None, value_bytes: bytes | None) -> None:
         if key_bytes is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kbroker.group.state_machine import GroupState, JoinRequest, SyncRequest
+from kbroker.group.events import GroupState, JoinRequest, SyncRequest
 from kbroker.server.connection import CLIENT_HOST, LISTENER_NAME
 from wire.errors import ErrorCode
 from wire.messages.delete_groups_request import DeleteGroupsRequest

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbroker.group.events import TopicPartition
 from kbroker.group.offsets_store import NO_TIMESTAMP, OffsetValue
-from kbroker.group.state_machine import TopicPartition
 from wire.errors import ErrorCode
 from wire.messages.offset_commit_request import OffsetCommitRequest
 from wire.messages.offset_commit_response import (
