@@ -35,6 +35,7 @@ from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.purgatory import Purgatory
 from kbroker.server.connection import ConnectionLimits
 from kbroker.server.listener import KafkaServer
+from kbroker.txn.coordinator import TransactionCoordinator
 from replication.fetcher import make_settings
 from replication.manager import ReplicaManager
 
@@ -72,6 +73,7 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(config.log_dirs[0])
         self.dispatcher = Dispatcher(self)
         self.group_coordinator = GroupCoordinator(self)
+        self.txn_coordinator = TransactionCoordinator(self)
         self._server = KafkaServer(
             self.dispatcher.handle,
             self.dispatcher.reject_version,
@@ -114,6 +116,7 @@ class Broker:
         self.metadata.add_listener(self._on_topic_change)
         # After the topics are hosted: creates __consumer_offsets and loads its partitions.
         await self.group_coordinator.start()
+        await self.txn_coordinator.start()
         for name, host, port in self.config.listeners:
             self.ports[name] = await self._server.start(host, port, name)
         self.port = self.ports[self.config.listeners[0].name]
@@ -148,6 +151,7 @@ class Broker:
         # First, so JoinGroup/SyncGroup requests parked in the coordinator are answered
         # (NOT_COORDINATOR) and their connections can finish.
         await self.group_coordinator.stop()
+        await self.txn_coordinator.stop()
         await self._server.close()
         if self.metrics_server is not None:
             await self.metrics_server.close()

@@ -30,6 +30,7 @@ from kbroker.handlers import (
     offsets,
     produce,
     reassignments,
+    transactions,
     write_txn_markers,
 )
 from kbroker.logfmt import fields
@@ -87,6 +88,16 @@ HANDLERS.update(
 
 # Transactions: the partition side (markers written by the transaction coordinator).
 HANDLERS[ApiKey.WRITE_TXN_MARKERS] = write_txn_markers.handle_write_txn_markers
+# Transactions: the coordinator (kbroker/txn/).
+HANDLERS.update(
+    {
+        ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
+        ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
+        ApiKey.END_TXN: transactions.handle_end_txn,
+        ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
+        ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
+    }
+)
 
 # Cluster operations (replication, controller/).
 HANDLERS.update(

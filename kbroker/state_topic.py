@@ -59,6 +59,9 @@ class StateTopicSettings:
     # None: the broker's min.insync.replicas.
     min_insync_replicas: int | None
     write_timeout_ms: int
+    # False: created on the first look-up of a coordinator (Kafka creates
+    # __transaction_state on the first FindCoordinator for a transactional id).
+    create_on_start: bool = True
 
 
 class StateLoader(Protocol):
@@ -106,7 +109,8 @@ class StateTopic:
     async def start(self) -> None:
         self._running = True
         self._broker.metadata.add_listener(self._on_topic_change)
-        await self.ensure_topic()
+        if self.settings.create_on_start:
+            await self.ensure_topic()
         self._update_ownership()
 
     async def stop(self) -> None:
