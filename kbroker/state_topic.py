@@ -273,32 +273,55 @@ class StateTopic:
     # --- writes ---------------------------------------------------------------------------
 
     def append(
-        self, index: int, records: Sequence[KeyValue], *, acks_all: bool
+        self,
+        index: int,
+        records: Sequence[KeyValue],
+        *,
+        acks_all: bool,
+        producer: tuple[int, int] | None = None,
     ) -> tuple[Partition, int] | ErrorCode:
         """Append records to partition ``index``: the partition and the last offset written,
-        or the storage error. ``acks_all`` refuses the write while the ISR is too small."""
+        or the storage error. ``acks_all`` refuses the write while the ISR is too small.
+        ``producer`` (id, epoch) makes the batch part of that producer's transaction, as a
+        TxnOffsetCommit is; its epoch is checked like a producer's, its sequence is not."""
         partition = self._broker.partition(self.name, index)
         if partition is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         now = int(self._broker.clock() * 1000)
-        batch = build_batch(
-            [
-                Record(offset=i, timestamp=now, key=key, value=value, headers=[])
-                for i, (key, value) in enumerate(records)
-            ]
-        )
+        entries = [
+            Record(offset=i, timestamp=now, key=key, value=value, headers=[])
+            for i, (key, value) in enumerate(records)
+        ]
+        if producer is None:
+            batch = build_batch(entries)
+        else:
+            producer_id, producer_epoch = producer
+            batch = build_batch(
+                entries,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=0,
+                transactional=True,
+            )
         try:
             if acks_all:
                 check_min_insync(partition)
-            result = partition.append(bytearray(batch), log_append_time_ms=None)
+            result = partition.append(
+                bytearray(batch), log_append_time_ms=None, from_coordinator=producer is not None
+            )
         except KafkaError as exc:
             log.warning("write to %s-%d failed: %s", self.name, index, exc)
             return exc.code
         return partition, result.last_offset
 
-    def start_write(self, index: int, records: Sequence[KeyValue]) -> PendingWrite | ErrorCode:
+    def start_write(
+        self,
+        index: int,
+        records: Sequence[KeyValue],
+        producer: tuple[int, int] | None = None,
+    ) -> PendingWrite | ErrorCode:
         """Append with acks=all; the write then waits in ``finish_write``."""
-        appended = self.append(index, records, acks_all=True)
+        appended = self.append(index, records, acks_all=True, producer=producer)
         if isinstance(appended, ErrorCode):
             return appended
         partition, last_offset = appended
@@ -327,9 +350,14 @@ class StateTopic:
             log.warning("write to %s-%d not replicated: %s", self.name, index, error.name)
         return error
 
-    async def write(self, index: int, records: Sequence[KeyValue]) -> ErrorCode:
+    async def write(
+        self,
+        index: int,
+        records: Sequence[KeyValue],
+        producer: tuple[int, int] | None = None,
+    ) -> ErrorCode:
         """Append with acks=all and wait; the storage error."""
-        started = self.start_write(index, records)
+        started = self.start_write(index, records, producer)
         if isinstance(started, ErrorCode):
             return started
         return await self.finish_write(started)

@@ -90,6 +90,8 @@ _COMMIT_ERRORS = {
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    # A TxnOffsetCommit from a fenced producer (its epoch is checked by the partition).
+    ErrorCode.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
 }
 # The same for group metadata (the SyncGroup that completes a rebalance): Kafka answers a
 # write the ISR did not take in time with REBALANCE_IN_PROGRESS, so the members join again.
@@ -269,14 +271,15 @@ class GroupCoordinator:
     def _start_write(self, group_id: str, records: list[Record]) -> PendingWrite | ErrorCode:
         return self.state.start_write(self._index(group_id), self._encoded(records))
 
-    async def store(self, group_id: str, records: list[Record]) -> ErrorCode:
-        """Write offsets of one group with acks=all; the error to report."""
+    async def store(
+        self, group_id: str, records: list[Record], producer: tuple[int, int] | None = None
+    ) -> ErrorCode:
+        """Write offsets of one group with acks=all (in ``producer``'s transaction when
+        given); the error to report."""
         if not records:
             return ErrorCode.NONE
-        write = self._start_write(group_id, records)
-        if isinstance(write, ErrorCode):
-            return _reported(write, _COMMIT_ERRORS)
-        return _reported(await self.state.finish_write(write), _COMMIT_ERRORS)
+        error = await self.state.write(self._index(group_id), self._encoded(records), producer)
+        return _reported(error, _COMMIT_ERRORS)
 
     def append(self, group_id: str, records: list[Record]) -> ErrorCode:
         """Append tombstones of one group without waiting for the ISR; the error to report.
@@ -399,17 +402,7 @@ class GroupCoordinator:
         self._wake.set()
         if error != ErrorCode.NONE:
             return dict.fromkeys(offsets, error)
-        errors: dict[TopicPartition, ErrorCode] = {}
-        accepted: dict[TopicPartition, OffsetValue] = {}
-        metadata = self._broker.metadata
-        for tp, value in offsets.items():
-            topic = metadata.topic(tp[0])
-            if topic is None or not 0 <= tp[1] < len(topic.partitions):
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            errors[tp] = self.core.check_offset_metadata(value.metadata)
-            if errors[tp] == ErrorCode.NONE:
-                accepted[tp] = value
+        errors, accepted = self._check_offsets(offsets)
         if not accepted:
             return errors
         commit = _PendingCommit(group_id, frozenset(accepted))
@@ -432,6 +425,57 @@ class GroupCoordinator:
         )
         return errors
 
+    def _check_offsets(
+        self, offsets: dict[TopicPartition, OffsetValue]
+    ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetValue]]:
+        """Per partition: UNKNOWN_TOPIC_OR_PARTITION or OFFSET_METADATA_TOO_LARGE; the offsets
+        that pass."""
+        errors: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, OffsetValue] = {}
+        metadata = self._broker.metadata
+        for tp, value in offsets.items():
+            topic = metadata.topic(tp[0])
+            if topic is None or not 0 <= tp[1] < len(topic.partitions):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            errors[tp] = self.core.check_offset_metadata(value.metadata)
+            if errors[tp] == ErrorCode.NONE:
+                accepted[tp] = value
+        return errors, accepted
+
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetValue],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: written in the producer's transaction, pending until its marker
+        reaches the group's offsets partition (``complete_txn``)."""
+        error = self.core.validate_txn_commit(group_id, member_id, group_instance_id, generation_id)
+        if error != ErrorCode.NONE:
+            return dict.fromkeys(offsets, error)
+        errors, accepted = self._check_offsets(offsets)
+        if not accepted:
+            return errors
+        stored = await self.store(
+            group_id,
+            [(OffsetKey(group_id, t, p), value) for (t, p), value in accepted.items()],
+            (producer_id, producer_epoch),
+        )
+        if stored == ErrorCode.NONE:
+            self.core.add_pending_txn_offsets(group_id, producer_id, accepted)
+        errors.update(dict.fromkeys(accepted, stored))
+        return errors
+
+    def complete_txn(self, producer_id: int, partition: int, commit: bool) -> None:
+        """A transaction marker was written to offsets partition ``partition`` (the
+        WriteTxnMarkers handler's hook)."""
+        self.core.complete_txn(producer_id, partition, commit)
+
     def fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetValue | None]]:
@@ -439,6 +483,12 @@ class GroupCoordinator:
         if error is not None:
             return error, {}
         return ErrorCode.NONE, self.core.committed(group_id, partitions)
+
+    def unstable_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> set[TopicPartition]:
+        """Of ``partitions``, those with a transactional commit awaiting its marker."""
+        return self.core.unstable(group_id, partitions)
 
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]

@@ -66,6 +66,8 @@ class Group:
     new_member_added: bool = False
     sync_deadline_ms: int | None = None
     offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
+    # TxnOffsetCommit offsets by producer id, waiting for their transaction's marker.
+    pending_txn_offsets: dict[int, dict[TopicPartition, OffsetValue]] = field(default_factory=dict)
     scheduled_ms: int | None = None
 
     def transition(self, state: GroupState, now: int) -> None:

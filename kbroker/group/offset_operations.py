@@ -34,6 +34,8 @@ class GroupOffsets:
 
     if TYPE_CHECKING:
 
+        def partition_for(self, group_id: str) -> int: ...
+
         def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
 
         def _schedule(self, group: Group) -> None: ...
@@ -86,6 +88,57 @@ class GroupOffsets:
             member.deadline_ms = self._clock() + member.session_timeout_ms
             self._schedule(group)
         return ErrorCode.NONE
+
+    def validate_txn_commit(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        """Whether a TxnOffsetCommit may proceed (Kafka's checks): a group that does not exist
+        is created; v3+ requests naming a member and generation are checked against them."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return error
+        group = self._groups.get(group_id)
+        if group is None:
+            self._groups[group_id] = Group(group_id, GroupState.EMPTY, self._clock())
+            return ErrorCode.NONE
+        if group_instance_id is not None:
+            known = group.static_members.get(group_instance_id)
+            if known is not None and known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id and member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id >= 0 and generation_id != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def add_pending_txn_offsets(
+        self, group_id: str, producer_id: int, offsets: dict[TopicPartition, OffsetValue]
+    ) -> None:
+        """TxnOffsetCommit offsets, once persisted: invisible until the marker."""
+        group = self._groups.get(group_id)
+        if group is not None:
+            group.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+
+    def complete_txn(self, producer_id: int, partition: int, commit: bool) -> None:
+        """The marker of ``producer_id``'s transaction reached offsets partition
+        ``partition``: its pending offsets there become committed, or vanish on abort."""
+        for group_id, group in self._groups.items():
+            if self.partition_for(group_id) != partition:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if pending is not None and commit:
+                group.offsets.update(pending)
+
+    def unstable(self, group_id: str, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Partitions with a transactional commit waiting for its marker (OffsetFetch
+        require_stable answers UNSTABLE_OFFSET_COMMIT for them)."""
+        group = self._groups.get(group_id)
+        if group is None or not group.pending_txn_offsets:
+            return set()
+        waiting = {tp for offsets in group.pending_txn_offsets.values() for tp in offsets}
+        return waiting.intersection(partitions)
 
     def check_offset_metadata(self, metadata: str | None) -> ErrorCode:
         if metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
@@ -179,7 +232,12 @@ class GroupOffsets:
                 if expired:
                     del group.offsets[tp]
                     records.append((OffsetKey(group_id, tp[0], tp[1]), None))
-            if group.state is GroupState.EMPTY and not group.offsets and group_id not in pending:
+            if (
+                group.state is GroupState.EMPTY
+                and not group.offsets
+                and not group.pending_txn_offsets
+                and group_id not in pending
+            ):
                 del self._groups[group_id]
                 records.append((GroupKey(group_id), None))
         return records

@@ -155,6 +155,15 @@ class GroupStateMachine(GroupOffsets):
                 group = Group(group_id, GroupState.EMPTY, now)
                 self._groups[group_id] = group
             group.offsets.update(offsets)
+        for producer_id, by_group in loaded.pending_txn.items():
+            for group_id, offsets in by_group.items():
+                if self.partition_for(group_id) != partition:
+                    continue
+                group = self._groups.get(group_id)
+                if group is None:
+                    group = Group(group_id, GroupState.EMPTY, now)
+                    self._groups[group_id] = group
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
         self._partitions[partition] = PartitionLoad.LOADED
 
     def unload(self, partition: int) -> list[Effect]:
