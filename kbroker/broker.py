@@ -43,6 +43,7 @@ from kbroker.server.connection_quotas import (
 )
 from kbroker.server.listener import KafkaServer
 from kbroker.server.memory_pool import MemoryPool
+from kbroker.txn.coordinator import TransactionCoordinator
 from replication.fetcher import make_settings
 from replication.manager import ReplicaManager
 
@@ -137,6 +138,7 @@ class Broker:
         )
         self.dispatcher = Dispatcher(self)
         self.group_coordinator = GroupCoordinator(self)
+        self.txn_coordinator = TransactionCoordinator(self)
         self.server = KafkaServer(
             self.dispatcher.handle,
             self.dispatcher.reject_version,
@@ -192,6 +194,7 @@ class Broker:
         self.metadata.add_listener(self._on_topic_change)
         # After the topics are hosted: creates __consumer_offsets and loads its partitions.
         await self.group_coordinator.start()
+        await self.txn_coordinator.start()
         for name, host, port in self.config.listeners:
             self.ports[name] = await self.server.start(host, port, name)
         self.port = self.ports[self.config.listeners[0].name]
@@ -226,6 +229,7 @@ class Broker:
         # First, so JoinGroup/SyncGroup requests parked in the coordinator are answered
         # (NOT_COORDINATOR) and their connections can finish.
         await self.group_coordinator.stop()
+        await self.txn_coordinator.stop()
         await self.server.close()
         if self.metrics_server is not None:
             await self.metrics_server.close()

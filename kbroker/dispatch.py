@@ -32,6 +32,7 @@ from kbroker.handlers import (
     offsets,
     produce,
     reassignments,
+    transactions,
     write_txn_markers,
 )
 from kbroker.logfmt import fields
@@ -91,6 +92,17 @@ HANDLERS.update(
 # producers and open transactions of each partition).
 HANDLERS[ApiKey.WRITE_TXN_MARKERS] = write_txn_markers.handle_write_txn_markers
 HANDLERS[ApiKey.DESCRIBE_PRODUCERS] = describe_producers.handle_describe_producers
+# Transactions: the coordinator (kbroker/txn/).
+HANDLERS.update(
+    {
+        ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
+        ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
+        ApiKey.END_TXN: transactions.handle_end_txn,
+        ApiKey.TXN_OFFSET_COMMIT: offsets.handle_txn_offset_commit,
+        ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
+        ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
+    }
+)
 
 # Cluster operations (replication, controller/).
 HANDLERS.update(

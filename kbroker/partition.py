@@ -139,11 +139,18 @@ class Partition:
             self.on_change(self.key)
 
     def append(
-        self, batches: bytearray | memoryview, *, log_append_time_ms: int | None
+        self,
+        batches: bytearray | memoryview,
+        *,
+        log_append_time_ms: int | None,
+        from_coordinator: bool = False,
     ) -> AppendResult:
         self._require_leader()
         result = self.log.append_as_leader(
-            batches, leader_epoch=self.leader_epoch, log_append_time_ms=log_append_time_ms
+            batches,
+            leader_epoch=self.leader_epoch,
+            log_append_time_ms=log_append_time_ms,
+            from_coordinator=from_coordinator,
         )
         if not result.duplicate:
             self.on_change(self.key)

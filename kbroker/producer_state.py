@@ -263,15 +263,18 @@ class ProducerStateManager:
         else:
             self._ongoing.pop(producer_id, None)
 
-    def prepare(self, batches: Sequence[ProducerBatch]) -> PendingAppend | BatchMetadata:
-        """Check a leader append; a `BatchMetadata` result means a duplicate batch."""
+    def prepare(
+        self, batches: Sequence[ProducerBatch], *, check_sequences: bool = True
+    ) -> PendingAppend | BatchMetadata:
+        """Check a leader append; a `BatchMetadata` result means a duplicate batch. Without
+        `check_sequences` (a coordinator's own write) only epochs are checked."""
         updates: dict[int, ProducerEntry] = {}
         pending_completed: list[CompletedTxn] = []
         for batch in batches:
             if batch.producer_id == NO_PRODUCER_ID:
                 continue
             current = self._producers.get(batch.producer_id)
-            if current is not None and not batch.is_control:
+            if current is not None and not batch.is_control and check_sequences:
                 duplicate = current.find_duplicate(batch)
                 if duplicate is not None:
                     return duplicate
@@ -279,14 +282,18 @@ class ProducerStateManager:
             if updated is None:
                 updated = current.copy() if current is not None else ProducerEntry()
                 updates[batch.producer_id] = updated
-            self._check(batch, current, updated)
+            self._check(batch, current, updated, check_sequences)
             completed = updated.add(batch)
             if completed is not None:
                 pending_completed.append(completed)
         return PendingAppend(updates, pending_completed)
 
     def _check(
-        self, batch: ProducerBatch, current: ProducerEntry | None, updated: ProducerEntry
+        self,
+        batch: ProducerBatch,
+        current: ProducerEntry | None,
+        updated: ProducerEntry,
+        check_sequences: bool,
     ) -> None:
         if batch.producer_epoch < updated.epoch:
             raise KafkaError(
@@ -302,6 +309,8 @@ class ProducerStateManager:
                     f"marker for producer {batch.producer_id} has coordinator epoch "
                     f"{marker.coordinator_epoch}, older than {updated.coordinator_epoch}",
                 )
+            return
+        if not check_sequences:
             return
         if updated.in_transaction and not batch.is_transactional:
             raise KafkaError(

@@ -35,8 +35,20 @@ from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from controller.interface import BrokerInfo, TopicInfo
-from kbroker.acks_all import await_replication, check_min_insync
+from controller.interface import BrokerInfo
+from kbroker.group.events import (
+    Effect,
+    GroupConfig,
+    GroupDescription,
+    GroupListing,
+    JoinRequest,
+    JoinResult,
+    Record,
+    Reply,
+    SyncRequest,
+    SyncResult,
+    TopicPartition,
+)
 from kbroker.group.offsets_store import (
     OFFSETS_TOPIC,
     GroupKey,
@@ -47,38 +59,24 @@ from kbroker.group.offsets_store import (
     encode_value,
     partition_for,
 )
-from kbroker.group.state_machine import (
-    Effect,
-    GroupConfig,
-    GroupDescription,
-    GroupListing,
-    GroupStateMachine,
-    JoinRequest,
-    JoinResult,
-    Record,
-    Reply,
-    SyncRequest,
-    SyncResult,
-    TopicPartition,
+from kbroker.group.state_machine import GroupStateMachine
+from kbroker.state_topic import (
+    KeyValue,
+    PendingWrite,
+    StateLoader,
+    StateTopic,
+    StateTopicSettings,
 )
-from wire.errors import DecodeError, ErrorCode, KafkaError
-from wire.records.batch import iter_batches
-from wire.records.record import Record as LogRecord
-from wire.records.record import build_batch, decode_batch
+from wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kbroker.broker import Broker
-    from kbroker.partition import Partition
 
 log = logging.getLogger(__name__)
 
-# Bytes read per step when loading a partition; the loop yields between steps.
-LOAD_CHUNK_BYTES = 1 << 20
 # A JoinGroup/SyncGroup is answered by the core within the rebalance timeout (plus the initial
 # delay); this margin only bounds the wait should that ever fail.
 WAIT_MARGIN_SECONDS = 30.0
-# A load waiting for the high watermark looks again at least this often.
-LOAD_WAIT_SECONDS = 1.0
 
 # How a failed write of offsets is reported to clients (Kafka's mapping in the coordinator:
 # the storage errors mean "try the coordinator again / elsewhere").
@@ -92,6 +90,8 @@ _COMMIT_ERRORS = {
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    # A TxnOffsetCommit from a fenced producer (its epoch is checked by the partition).
+    ErrorCode.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
 }
 # The same for group metadata (the SyncGroup that completes a rebalance): Kafka answers a
 # write the ISR did not take in time with REBALANCE_IN_PROGRESS, so the members join again.
@@ -109,17 +109,6 @@ def _reported(error: ErrorCode, mapping: dict[ErrorCode, ErrorCode]) -> ErrorCod
     if error == ErrorCode.NONE:
         return error
     return mapping.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
-
-
-@dataclass(slots=True)
-class _PendingWrite:
-    """A write appended to an offsets partition and waiting for its ISR. ``done`` resolves
-    once its outcome has been applied; ``before`` is the previous write of that partition."""
-
-    partition: Partition
-    last_offset: int
-    before: asyncio.Future[None] | None
-    done: asyncio.Future[None]
 
 
 @dataclass(slots=True)
@@ -151,35 +140,39 @@ class GroupCoordinator:
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
+        config = broker.config
+        self.state = StateTopic(
+            broker,
+            StateTopicSettings(
+                name=OFFSETS_TOPIC,
+                num_partitions=config.offsets_topic_num_partitions,
+                replication_factor=config.offsets_topic_replication_factor,
+                segment_bytes=config.get("offsets.topic.segment.bytes"),
+                min_insync_replicas=None,
+                write_timeout_ms=config.get("offsets.commit.timeout.ms"),
+            ),
+            self,
+        )
         self.core = GroupStateMachine(
             group_config(broker),
             lambda: int(broker.clock() * 1000),
-            broker.config.offsets_topic_num_partitions,
+            config.offsets_topic_num_partitions,
         )
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._next_token = 0
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._loads: dict[int, asyncio.Task[None]] = {}
         # (groups with state, groups with offsets) per partition loaded since the last summary.
         self._loaded_summary: dict[int, tuple[int, int]] = {}
-        self._create_lock = asyncio.Lock()
-        self._running = False
-        # The last write of each offsets partition still waiting for its ISR.
-        self._last_write: dict[int, asyncio.Future[None]] = {}
         # Group metadata writes waiting for their ISR before the core hears the outcome.
         self._store_tasks: set[asyncio.Task[None]] = set()
         # OffsetCommits written but not applied yet, by group.
         self._pending_commits: dict[str, list[_PendingCommit]] = {}
-        self._commit_timeout_ms: int = broker.config.get("offsets.commit.timeout.ms")
 
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._running = True
-        self._broker.metadata.add_listener(self._on_topic_change)
-        await self._ensure_offsets_topic()
-        self._update_ownership()
+        await self.state.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._run_timers()),
@@ -189,141 +182,43 @@ class GroupCoordinator:
     async def stop(self) -> None:
         """Stop coordinating: pending JoinGroup/SyncGroup requests are answered with
         NOT_COORDINATOR, so their clients look for the coordinator again."""
-        self._running = False
-        tasks = [*self._tasks, *self._loads.values(), *self._store_tasks]
+        tasks = [*self._tasks, *self._store_tasks]
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
-        self._loads.clear()
-        for partition in sorted(self.core.owned_partitions()):
-            self._perform(self.core.unload(partition))
+        await self.state.stop()
 
     async def wait_loaded(self) -> None:
         """Until every partition being loaded is loaded (for tests and start-up)."""
-        while self._loads:
-            await asyncio.gather(*self._loads.values(), return_exceptions=True)
+        await self.state.wait_loaded()
 
-    # --- the offsets topic and its partitions ---------------------------------------------
+    # --- the offsets topic's partitions (StateOwner) -------------------------------------
 
-    async def _ensure_offsets_topic(self) -> TopicInfo | None:
-        metadata = self._broker.metadata
-        topic = metadata.topic(OFFSETS_TOPIC)
-        if topic is not None:
-            return topic
-        config = self._broker.config
-        async with self._create_lock:
-            topic = metadata.topic(OFFSETS_TOPIC)
-            if topic is not None:
-                return topic
-            alive = len(metadata.brokers())
-            replication = config.offsets_topic_replication_factor
-            if config.zookeeper_connect is None:
-                # The embedded backend is a cluster of one: a factor above 1 can never be met.
-                replication = min(replication, alive)
-            elif alive < replication:
-                log.warning(
-                    "%s not created: %d brokers alive, offsets.topic.replication.factor is %d",
-                    OFFSETS_TOPIC,
-                    alive,
-                    replication,
-                )
-                return None
-            try:
-                return await metadata.create_topic(
-                    OFFSETS_TOPIC,
-                    config.offsets_topic_num_partitions,
-                    replication,
-                    configs={
-                        "cleanup.policy": "compact",
-                        "compression.type": "producer",
-                        "segment.bytes": str(config.get("offsets.topic.segment.bytes")),
-                    },
-                )
-            except KafkaError as exc:
-                if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                    log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
-                return metadata.topic(OFFSETS_TOPIC)
+    def begin_load(self, index: int) -> LoadedState:
+        self.core.num_offsets_partitions = self.state.num_partitions
+        self.core.begin_load(index)
+        return LoadedState()
 
-    def _on_topic_change(self, topic: TopicInfo | None, name: str) -> None:
-        if name == OFFSETS_TOPIC and self._running:
-            self._update_ownership()
+    def complete_load(self, index: int, loader: StateLoader) -> None:
+        assert isinstance(loader, LoadedState)
+        self.core.complete_load(index, loader)
+        self._loaded_summary[index] = (len(loader.groups), len(loader.offsets))
+        log.debug(
+            "loaded %s-%d: %d groups with state, %d with offsets",
+            OFFSETS_TOPIC,
+            index,
+            len(loader.groups),
+            len(loader.offsets),
+        )
+        if not self.state.loading:
+            self._log_load_summary()
 
-    def _update_ownership(self) -> None:
-        """Load the offsets partitions this broker now leads, unload those it no longer does."""
-        topic = self._broker.metadata.topic(OFFSETS_TOPIC)
-        me = self._broker.config.broker_id
-        led: set[int] = set()
-        if topic is not None:
-            self.core.num_offsets_partitions = len(topic.partitions)
-            led = {
-                p.partition
-                for p in topic.partitions
-                if p.leader == me and self._broker.partition(OFFSETS_TOPIC, p.partition) is not None
-            }
-        owned = self.core.owned_partitions()
-        for partition in sorted(owned - led):
-            task = self._loads.pop(partition, None)
-            if task is not None:
-                task.cancel()
-            self._perform(self.core.unload(partition))
-            log.info("no longer coordinating %s-%d", OFFSETS_TOPIC, partition)
-        for partition in sorted(led - owned):
-            self.core.begin_load(partition)
-            self._loads[partition] = asyncio.get_running_loop().create_task(self._load(partition))
-
-    async def _load(self, index: int) -> None:
-        try:
-            state = LoadedState()
-            partition = self._broker.partition(OFFSETS_TOPIC, index)
-            if partition is None:
-                self._perform(self.core.unload(index))
-                return
-            partition_log = partition.log
-            offset = partition_log.log_start_offset
-            target = partition_log.log_end_offset
-            while offset < target:
-                committed = partition.high_watermark
-                if offset >= committed:
-                    # Records past the high watermark are not committed yet; this leader's own
-                    # log end is, once the ISR has caught up with it.
-                    await self._broker.fetch_purgatory.wait([partition.key], LOAD_WAIT_SECONDS)
-                    continue
-                region = partition_log.read(
-                    offset, LOAD_CHUNK_BYTES, max_offset=committed, min_one_batch=True
-                )
-                if region is None:
-                    break
-                data = region.read()
-                moved = False
-                for pos, header in iter_batches(data):
-                    if not header.is_control:
-                        for record in decode_batch(data, pos)[1]:
-                            state.apply(record.key, record.value)
-                    offset = header.next_offset
-                    moved = True
-                if not moved:
-                    break
-                await asyncio.sleep(0)
-            self.core.complete_load(index, state)
-            self._loaded_summary[index] = (len(state.groups), len(state.offsets))
-            log.debug(
-                "loaded %s-%d: %d groups with state, %d with offsets",
-                OFFSETS_TOPIC,
-                index,
-                len(state.groups),
-                len(state.offsets),
-            )
-        except (DecodeError, KafkaError, OSError):
-            # Leave the partition loading (clients retry) rather than serve partial state.
-            log.exception("cannot load %s-%d", OFFSETS_TOPIC, index)
-        finally:
-            if self._loads.get(index) is asyncio.current_task():
-                del self._loads[index]
-                if not self._loads:
-                    self._log_load_summary()
+    def unload(self, index: int) -> None:
+        self.core.num_offsets_partitions = self.state.num_partitions
+        self._perform(self.core.unload(index))
 
     def _log_load_summary(self) -> None:
         """One INFO line for a round of loads (all 50 partitions at start-up, say)."""
@@ -362,84 +257,29 @@ class GroupCoordinator:
         self._store_tasks.add(task)
         task.add_done_callback(self._store_tasks.discard)
 
-    async def _finish_store(self, store_id: int, write: _PendingWrite) -> None:
-        error = _reported(await self._finish_write(write), _GROUP_STORE_ERRORS)
+    async def _finish_store(self, store_id: int, write: PendingWrite) -> None:
+        error = _reported(await self.state.finish_write(write), _GROUP_STORE_ERRORS)
         self._perform(self.core.group_stored(store_id, error))
 
-    def _append(
-        self, group_id: str, records: list[Record], *, acks_all: bool
-    ) -> tuple[Partition, int] | ErrorCode:
-        """Append records of one group to its offsets partition: the partition and the last
-        offset written, or the storage error."""
-        index = partition_for(group_id, self.core.num_offsets_partitions)
-        partition = self._broker.partition(OFFSETS_TOPIC, index)
-        if partition is None:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        now = int(self._broker.clock() * 1000)
-        batch = build_batch(
-            [
-                LogRecord(
-                    offset=i,
-                    timestamp=now,
-                    key=encode_key(key),
-                    value=encode_value(value),
-                    headers=[],
-                )
-                for i, (key, value) in enumerate(records)
-            ]
-        )
-        try:
-            if acks_all:
-                check_min_insync(partition)
-            result = partition.append(bytearray(batch), log_append_time_ms=None)
-        except KafkaError as exc:
-            log.warning("write to %s-%d failed: %s", OFFSETS_TOPIC, index, exc)
-            return exc.code
-        return partition, result.last_offset
+    def _index(self, group_id: str) -> int:
+        return partition_for(group_id, self.core.num_offsets_partitions)
 
-    def _start_write(self, group_id: str, records: list[Record]) -> _PendingWrite | ErrorCode:
-        """Append with acks=all; the write then waits in ``_finish_write``."""
-        appended = self._append(group_id, records, acks_all=True)
-        if isinstance(appended, ErrorCode):
-            return appended
-        partition, last_offset = appended
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        before = self._last_write.get(partition.index)
-        self._last_write[partition.index] = done
-        return _PendingWrite(partition, last_offset, before, done)
+    @staticmethod
+    def _encoded(records: list[Record]) -> list[KeyValue]:
+        return [(encode_key(key), encode_value(value)) for key, value in records]
 
-    async def _finish_write(self, write: _PendingWrite) -> ErrorCode:
-        """Wait until the ISR has the write and every earlier write of its partition has been
-        applied (the caller applies this one right after, before yielding); the storage
-        error."""
-        try:
-            (error,) = await await_replication(
-                self._broker, [(write.partition, write.last_offset)], self._commit_timeout_ms
-            )
-            if write.before is not None:
-                await asyncio.shield(write.before)
-        finally:
-            if not write.done.done():
-                write.done.set_result(None)
-            if self._last_write.get(write.partition.index) is write.done:
-                del self._last_write[write.partition.index]
-        if error != ErrorCode.NONE:
-            log.warning(
-                "write to %s-%d not replicated: %s",
-                OFFSETS_TOPIC,
-                write.partition.index,
-                error.name,
-            )
-        return error
+    def _start_write(self, group_id: str, records: list[Record]) -> PendingWrite | ErrorCode:
+        return self.state.start_write(self._index(group_id), self._encoded(records))
 
-    async def store(self, group_id: str, records: list[Record]) -> ErrorCode:
-        """Write offsets of one group with acks=all; the error to report."""
+    async def store(
+        self, group_id: str, records: list[Record], producer: tuple[int, int] | None = None
+    ) -> ErrorCode:
+        """Write offsets of one group with acks=all (in ``producer``'s transaction when
+        given); the error to report."""
         if not records:
             return ErrorCode.NONE
-        write = self._start_write(group_id, records)
-        if isinstance(write, ErrorCode):
-            return _reported(write, _COMMIT_ERRORS)
-        return _reported(await self._finish_write(write), _COMMIT_ERRORS)
+        error = await self.state.write(self._index(group_id), self._encoded(records), producer)
+        return _reported(error, _COMMIT_ERRORS)
 
     def append(self, group_id: str, records: list[Record]) -> ErrorCode:
         """Append tombstones of one group without waiting for the ISR; the error to report.
@@ -452,7 +292,7 @@ class GroupCoordinator:
                     commit.dropped.update(commit.partitions)
                 else:
                     commit.dropped.add((key.topic, key.partition))
-        appended = self._append(group_id, records, acks_all=False)
+        appended = self.state.append(self._index(group_id), self._encoded(records), acks_all=False)
         return (
             _reported(appended, _COMMIT_ERRORS)
             if isinstance(appended, ErrorCode)
@@ -514,14 +354,7 @@ class GroupCoordinator:
     # --- requests -------------------------------------------------------------------------
 
     async def find_coordinator(self, key: str) -> tuple[ErrorCode, BrokerInfo | None]:
-        topic = await self._ensure_offsets_topic()
-        if topic is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        leader = topic.partitions[partition_for(key, len(topic.partitions))].leader
-        for info in self._broker.metadata.brokers():
-            if info.broker_id == leader:
-                return ErrorCode.NONE, info
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return await self.state.coordinator_of(partition_for(key, self.state.partition_count()))
 
     async def join(self, req: JoinRequest) -> JoinResult:
         token = self._token()
@@ -569,17 +402,7 @@ class GroupCoordinator:
         self._wake.set()
         if error != ErrorCode.NONE:
             return dict.fromkeys(offsets, error)
-        errors: dict[TopicPartition, ErrorCode] = {}
-        accepted: dict[TopicPartition, OffsetValue] = {}
-        metadata = self._broker.metadata
-        for tp, value in offsets.items():
-            topic = metadata.topic(tp[0])
-            if topic is None or not 0 <= tp[1] < len(topic.partitions):
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            errors[tp] = self.core.check_offset_metadata(value.metadata)
-            if errors[tp] == ErrorCode.NONE:
-                accepted[tp] = value
+        errors, accepted = self._check_offsets(offsets)
         if not accepted:
             return errors
         commit = _PendingCommit(group_id, frozenset(accepted))
@@ -602,6 +425,57 @@ class GroupCoordinator:
         )
         return errors
 
+    def _check_offsets(
+        self, offsets: dict[TopicPartition, OffsetValue]
+    ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetValue]]:
+        """Per partition: UNKNOWN_TOPIC_OR_PARTITION or OFFSET_METADATA_TOO_LARGE; the offsets
+        that pass."""
+        errors: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, OffsetValue] = {}
+        metadata = self._broker.metadata
+        for tp, value in offsets.items():
+            topic = metadata.topic(tp[0])
+            if topic is None or not 0 <= tp[1] < len(topic.partitions):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            errors[tp] = self.core.check_offset_metadata(value.metadata)
+            if errors[tp] == ErrorCode.NONE:
+                accepted[tp] = value
+        return errors, accepted
+
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetValue],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: written in the producer's transaction, pending until its marker
+        reaches the group's offsets partition (``complete_txn``)."""
+        error = self.core.validate_txn_commit(group_id, member_id, group_instance_id, generation_id)
+        if error != ErrorCode.NONE:
+            return dict.fromkeys(offsets, error)
+        errors, accepted = self._check_offsets(offsets)
+        if not accepted:
+            return errors
+        stored = await self.store(
+            group_id,
+            [(OffsetKey(group_id, t, p), value) for (t, p), value in accepted.items()],
+            (producer_id, producer_epoch),
+        )
+        if stored == ErrorCode.NONE:
+            self.core.add_pending_txn_offsets(group_id, producer_id, accepted)
+        errors.update(dict.fromkeys(accepted, stored))
+        return errors
+
+    def complete_txn(self, producer_id: int, partition: int, commit: bool) -> None:
+        """A transaction marker was written to offsets partition ``partition`` (the
+        WriteTxnMarkers handler's hook)."""
+        self.core.complete_txn(producer_id, partition, commit)
+
     def fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetValue | None]]:
@@ -609,6 +483,12 @@ class GroupCoordinator:
         if error is not None:
             return error, {}
         return ErrorCode.NONE, self.core.committed(group_id, partitions)
+
+    def unstable_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> set[TopicPartition]:
+        """Of ``partitions``, those with a transactional commit awaiting its marker."""
+        return self.core.unstable(group_id, partitions)
 
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
@@ -644,6 +524,6 @@ class GroupCoordinator:
 
     def list_groups(self) -> tuple[ErrorCode, list[GroupListing]]:
         """Groups of every loaded partition; COORDINATOR_LOAD_IN_PROGRESS while one loads."""
-        if self._loads:
+        if self.state.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
         return ErrorCode.NONE, self.core.list_groups()

@@ -40,6 +40,9 @@ from dataclasses import dataclass, field
 
 from wire.errors import DecodeError
 from wire.primitives import Reader, Writer
+from wire.records.batch import BatchHeader
+from wire.records.control import COMMIT, control_type
+from wire.records.record import Record
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -276,6 +279,32 @@ class LoadedState:
 
     groups: dict[str, GroupValue] = field(default_factory=dict)
     offsets: dict[str, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
+    # Transactional offset commits whose marker has not been read yet: producer id -> group
+    # -> partition -> offset.
+    pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetValue]]] = field(
+        default_factory=dict
+    )
+
+    def apply_batch(self, header: BatchHeader, records: list[Record]) -> None:
+        """One batch of the partition (``StateLoader``). A transactional batch holds
+        TxnOffsetCommit offsets, pending until its producer's marker: a commit marker makes
+        them committed, an abort marker drops them."""
+        if header.is_control:
+            pending = self.pending_txn.pop(header.producer_id, {})
+            if records and control_type(records[0]) == COMMIT:
+                for group, offsets in pending.items():
+                    self.offsets.setdefault(group, {}).update(offsets)
+            return
+        if header.is_transactional:
+            by_group = self.pending_txn.setdefault(header.producer_id, {})
+            for record in records:
+                key = decode_key(record.key) if record.key is not None else None
+                if isinstance(key, OffsetKey) and record.value is not None:
+                    value = decode_offset_value(record.value)
+                    by_group.setdefault(key.group, {})[(key.topic, key.partition)] = value
+            return
+        for record in records:
+            self.apply(record.key, record.value)
 
     def apply(self, key_bytes: bytes | None, value_bytes: bytes | None) -> None:
         if key_bytes is None:

@@ -34,273 +34,42 @@ in a Stable group with unchanged metadata no rebalance happens at all.
 
 from __future__ import annotations
 
-import enum
 import heapq
 import logging
 import uuid
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 
-from kbroker.group.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
-from kbroker.group.consumer_protocol import subscribed_topics
+from kbroker.group.events import (
+    CAN_REBALANCE,
+    Effect,
+    GroupConfig,
+    GroupState,
+    JoinMember,
+    JoinRequest,
+    JoinResult,
+    Reply,
+    StoreGroup,
+    SyncRequest,
+    SyncResult,
+)
+from kbroker.group.model import Group, Member, PartitionLoad, PendingStore
+from kbroker.group.offset_operations import GroupOffsets
 from kbroker.group.offsets_store import (
     NO_TIMESTAMP,
-    GroupKey,
     GroupValue,
     LoadedState,
     MemberValue,
-    OffsetKey,
-    OffsetValue,
     partition_for,
 )
-from wire.errors import DecodeError, ErrorCode
+from wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
-
-Protocols = tuple[tuple[str, bytes], ...]
-TopicPartition = tuple[str, int]
-
-
-class GroupState(enum.Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-# The states a rebalance may start from (Kafka's valid previous states of PreparingRebalance).
-_CAN_REBALANCE = (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
-
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3000
-    max_size: int = 2**31 - 1
-    # KIP-394: how long a member that got an id but has not completed a join is kept.
-    new_member_join_timeout_ms: int = 300_000
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_ms: int = 7 * 24 * 3_600_000
-
-
-# --- events and results ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: Protocols
-    # JoinGroup v4+ without an instance id: an unknown member first gets MEMBER_ID_REQUIRED.
-    require_known_member_id: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class JoinMember:
-    member_id: str
-    group_instance_id: str | None
-    metadata: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class JoinResult:
-    error: ErrorCode
-    member_id: str
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str = ""
-    members: tuple[JoinMember, ...] = ()
-    # JoinGroup v9+: a static leader rejoining a Stable group need not assign again.
-    skip_assignment: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SyncRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    generation_id: int
-    protocol_type: str | None
-    protocol_name: str | None
-    assignments: tuple[tuple[str, bytes], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SyncResult:
-    error: ErrorCode
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    token: int
-    result: JoinResult | SyncResult
-
-
-@dataclass(frozen=True, slots=True)
-class StoreGroup:
-    """Persist ``value`` under ``GroupKey(group_id)``, then call
-    ``group_stored(store_id, error)``."""
-
-    store_id: int
-    group_id: str
-    value: GroupValue
-
-
-Effect = Reply | StoreGroup
-Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
-
-
-@dataclass(frozen=True, slots=True)
-class MemberDescription:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class GroupDescription:
-    group_id: str
-    state: GroupState
-    protocol_type: str
-    protocol: str
-    members: tuple[MemberDescription, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class GroupListing:
-    group_id: str
-    protocol_type: str
-    state: GroupState
-
-
-# --- internal state -------------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class _Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: Protocols
-    deadline_ms: int
-    assignment: bytes = b""
-    join_token: int | None = None
-    sync_token: int | None = None
-    is_new: bool = False
-
-    def metadata_for(self, protocol: str | None) -> bytes:
-        for name, metadata in self.protocols:
-            if name == protocol:
-                return metadata
-        return b""
-
-    def expiry_ms(self) -> int | None:
-        """When the session ends; None while a pending JoinGroup/SyncGroup keeps it alive."""
-        if self.join_token is not None:
-            return self.deadline_ms if self.is_new else None
-        if self.sync_token is not None:
-            return None
-        return self.deadline_ms
-
-
-@dataclass(eq=False)
-class _Group:
-    group_id: str
-    state: GroupState
-    state_timestamp_ms: int
-    generation: int = 0
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str | None = None
-    members: dict[str, _Member] = field(default_factory=dict)
-    static_members: dict[str, str] = field(default_factory=dict)
-    # Member ids handed out with MEMBER_ID_REQUIRED, with the time they lapse.
-    pending_members: dict[str, int] = field(default_factory=dict)
-    pending_sync: set[str] = field(default_factory=set)
-    join_deadline_ms: int | None = None
-    # Set while the KIP-134 initial delay runs: the rebalance timeout budget left.
-    initial_delay_remaining_ms: int | None = None
-    new_member_added: bool = False
-    sync_deadline_ms: int | None = None
-    offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
-    scheduled_ms: int | None = None
-
-    def transition(self, state: GroupState, now: int) -> None:
-        self.state = state
-        self.state_timestamp_ms = now
-
-    def awaiting_join(self) -> int:
-        return sum(1 for m in self.members.values() if m.join_token is not None)
-
-    def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
-
-    def next_deadline(self) -> int | None:
-        candidates = [d for d in self.pending_members.values()]
-        candidates.extend(
-            d for d in (m.expiry_ms() for m in self.members.values()) if d is not None
-        )
-        if self.state is GroupState.PREPARING_REBALANCE and self.join_deadline_ms is not None:
-            candidates.append(self.join_deadline_ms)
-        if self.sync_deadline_ms is not None:
-            candidates.append(self.sync_deadline_ms)
-        return min(candidates, default=None)
-
-    def static_member_fenced(self, instance_id: str | None, member_id: str) -> bool:
-        if instance_id is None:
-            return False
-        known = self.static_members.get(instance_id)
-        return known is not None and known != member_id
-
-    def subscribed_topics(self) -> set[str] | None:
-        """Topics the members of a consumer group subscribe to; None if unknown."""
-        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
-            return None
-        topics: set[str] = set()
-        for m in self.members.values():
-            try:
-                topics.update(subscribed_topics(m.metadata_for(self.protocol_name)))
-            except DecodeError:
-                return None
-        return topics
-
-
-@dataclass(slots=True)
-class _PendingStore:
-    group_id: str
-    generation: int
-    on_success: Callable[[], list[Effect]]
-    on_failure: Callable[[ErrorCode], list[Effect]]
-
-
-class _PartitionLoad(enum.Enum):
-    LOADING = 1
-    LOADED = 2
 
 
 # --- the state machine ----------------------------------------------------------------------
 
 
-class GroupStateMachine:
+class GroupStateMachine(GroupOffsets):
     """Every classic group of the ``__consumer_offsets`` partitions this broker coordinates,
     and their committed offsets."""
 
@@ -316,10 +85,10 @@ class GroupStateMachine:
         self._clock = clock
         self.num_offsets_partitions = num_offsets_partitions
         self._new_uuid = new_uuid
-        self._groups: dict[str, _Group] = {}
-        self._partitions: dict[int, _PartitionLoad] = {}
+        self._groups: dict[str, Group] = {}
+        self._partitions: dict[int, PartitionLoad] = {}
         self._timers: list[tuple[int, str]] = []
-        self._stores: dict[int, _PendingStore] = {}
+        self._stores: dict[int, PendingStore] = {}
         self._next_store_id = 0
 
     # --- ownership of offsets-topic partitions --------------------------------------------
@@ -332,7 +101,7 @@ class GroupStateMachine:
         load = self._partitions.get(self.partition_for(group_id))
         if load is None:
             return ErrorCode.NOT_COORDINATOR
-        if load is _PartitionLoad.LOADING:
+        if load is PartitionLoad.LOADING:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None
 
@@ -340,24 +109,24 @@ class GroupStateMachine:
         return set(self._partitions)
 
     def begin_load(self, partition: int) -> None:
-        self._partitions[partition] = _PartitionLoad.LOADING
+        self._partitions[partition] = PartitionLoad.LOADING
 
     def complete_load(self, partition: int, loaded: LoadedState) -> None:
         """Install the groups and offsets replayed from ``partition``. Members of a loaded group
         get a full session timeout from now to show up."""
-        if self._partitions.get(partition) is not _PartitionLoad.LOADING:
+        if self._partitions.get(partition) is not PartitionLoad.LOADING:
             return
         now = self._clock()
         for group_id, value in loaded.groups.items():
             if self.partition_for(group_id) != partition:
                 continue
-            group = _Group(group_id, GroupState.EMPTY, value.current_state_timestamp)
+            group = Group(group_id, GroupState.EMPTY, value.current_state_timestamp)
             group.generation = value.generation
             group.protocol_type = value.protocol_type or None
             group.protocol_name = value.protocol
             group.leader_id = value.leader
             for mv in value.members:
-                member = _Member(
+                member = Member(
                     member_id=mv.member_id,
                     group_instance_id=mv.group_instance_id,
                     client_id=mv.client_id,
@@ -383,10 +152,19 @@ class GroupStateMachine:
                 continue
             group = self._groups.get(group_id)
             if group is None:
-                group = _Group(group_id, GroupState.EMPTY, now)
+                group = Group(group_id, GroupState.EMPTY, now)
                 self._groups[group_id] = group
             group.offsets.update(offsets)
-        self._partitions[partition] = _PartitionLoad.LOADED
+        for producer_id, by_group in loaded.pending_txn.items():
+            for group_id, offsets in by_group.items():
+                if self.partition_for(group_id) != partition:
+                    continue
+                group = self._groups.get(group_id)
+                if group is None:
+                    group = Group(group_id, GroupState.EMPTY, now)
+                    self._groups[group_id] = group
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+        self._partitions[partition] = PartitionLoad.LOADED
 
     def unload(self, partition: int) -> list[Effect]:
         """This broker no longer coordinates ``partition``: its groups go, and pending requests
@@ -412,7 +190,7 @@ class GroupStateMachine:
             heapq.heappop(self._timers)
         return None
 
-    def _schedule(self, group: _Group) -> None:
+    def _schedule(self, group: Group) -> None:
         deadline = group.next_deadline()
         if deadline is None:
             group.scheduled_ms = None
@@ -440,7 +218,7 @@ class GroupStateMachine:
             self._schedule(group)
         return effects
 
-    def _expire(self, group: _Group, now: int, effects: list[Effect]) -> None:
+    def _expire(self, group: Group, now: int, effects: list[Effect]) -> None:
         for member_id, deadline in list(group.pending_members.items()):
             if deadline <= now:
                 del group.pending_members[member_id]
@@ -496,7 +274,7 @@ class GroupStateMachine:
         if group is None:
             if req.member_id:
                 return fail(ErrorCode.UNKNOWN_MEMBER_ID)
-            group = _Group(req.group_id, GroupState.EMPTY, self._clock())
+            group = Group(req.group_id, GroupState.EMPTY, self._clock())
             self._groups[req.group_id] = group
         known_id = req.member_id
         if not known_id and req.group_instance_id is not None:
@@ -512,7 +290,7 @@ class GroupStateMachine:
         self._schedule(group)
         return effects
 
-    def _accepts_member(self, group: _Group, member_id: str) -> bool:
+    def _accepts_member(self, group: Group, member_id: str) -> bool:
         """group.max.size (KIP-389): a member already in the group is always let back in."""
         limit = self.config.max_size
         member = group.members.get(member_id)
@@ -524,7 +302,7 @@ class GroupStateMachine:
             )
         return member is not None or len(group.members) < limit
 
-    def _supports_protocols(self, group: _Group, req: JoinRequest) -> bool:
+    def _supports_protocols(self, group: Group, req: JoinRequest) -> bool:
         if not req.protocol_type or not req.protocols:
             return False
         if group.state is GroupState.EMPTY:
@@ -539,7 +317,7 @@ class GroupStateMachine:
         )
 
     def _join_unknown_member(
-        self, group: _Group, token: int, req: JoinRequest, effects: list[Effect]
+        self, group: Group, token: int, req: JoinRequest, effects: list[Effect]
     ) -> None:
         instance_id = req.group_instance_id
         prefix = instance_id if instance_id is not None else req.client_id
@@ -562,7 +340,7 @@ class GroupStateMachine:
         self._add_member_and_rebalance(group, member_id, token, req, effects)
 
     def _join_known_member(
-        self, group: _Group, token: int, req: JoinRequest, effects: list[Effect]
+        self, group: Group, token: int, req: JoinRequest, effects: list[Effect]
     ) -> None:
         member_id = req.member_id
         if member_id in group.pending_members:
@@ -593,7 +371,7 @@ class GroupStateMachine:
             return
         self._update_member_and_rebalance(group, member, token, req, effects)
 
-    def _join_result(self, group: _Group, member: _Member, *, skip: bool = False) -> JoinResult:
+    def _join_result(self, group: Group, member: Member, *, skip: bool = False) -> JoinResult:
         members: tuple[JoinMember, ...] = ()
         if member.member_id == group.leader_id:
             members = tuple(
@@ -612,9 +390,9 @@ class GroupStateMachine:
         )
 
     def _add_member_and_rebalance(
-        self, group: _Group, member_id: str, token: int, req: JoinRequest, effects: list[Effect]
+        self, group: Group, member_id: str, token: int, req: JoinRequest, effects: list[Effect]
     ) -> None:
-        member = _Member(
+        member = Member(
             member_id=member_id,
             group_instance_id=req.group_instance_id,
             client_id=req.client_id,
@@ -636,12 +414,12 @@ class GroupStateMachine:
             group.leader_id = member_id
         if group.initial_delay_remaining_ms is not None:
             group.new_member_added = True
-        if group.state in _CAN_REBALANCE:
+        if group.state in CAN_REBALANCE:
             self._prepare_rebalance(group, effects)
         self._maybe_complete_join(group, effects)
 
     def _update_member_and_rebalance(
-        self, group: _Group, member: _Member, token: int, req: JoinRequest, effects: list[Effect]
+        self, group: Group, member: Member, token: int, req: JoinRequest, effects: list[Effect]
     ) -> None:
         if member.join_token is not None and member.join_token != token:
             # A second JoinGroup while the first is pending: only the newest gets the result.
@@ -657,14 +435,14 @@ class GroupStateMachine:
         member.client_id = req.client_id
         member.client_host = req.client_host
         member.join_token = token
-        if group.state in _CAN_REBALANCE:
+        if group.state in CAN_REBALANCE:
             self._prepare_rebalance(group, effects)
         self._maybe_complete_join(group, effects)
 
     def _replace_static_member(
         self,
-        group: _Group,
-        old: _Member,
+        group: Group,
+        old: Member,
         new_id: str,
         token: int,
         req: JoinRequest,
@@ -715,7 +493,7 @@ class GroupStateMachine:
 
     # --- rebalance mechanics --------------------------------------------------------------
 
-    def _prepare_rebalance(self, group: _Group, effects: list[Effect]) -> None:
+    def _prepare_rebalance(self, group: Group, effects: list[Effect]) -> None:
         now = self._clock()
         if group.state is GroupState.COMPLETING_REBALANCE:
             self._reset_sync(group, ErrorCode.REBALANCE_IN_PROGRESS, effects)
@@ -739,14 +517,14 @@ class GroupStateMachine:
             )
         group.transition(GroupState.PREPARING_REBALANCE, now)
 
-    def _reset_sync(self, group: _Group, error: ErrorCode, effects: list[Effect]) -> None:
+    def _reset_sync(self, group: Group, error: ErrorCode, effects: list[Effect]) -> None:
         for m in group.members.values():
             m.assignment = b""
             if m.sync_token is not None:
                 effects.append(Reply(m.sync_token, SyncResult(error)))
                 m.sync_token = None
 
-    def _maybe_complete_join(self, group: _Group, effects: list[Effect]) -> None:
+    def _maybe_complete_join(self, group: Group, effects: list[Effect]) -> None:
         if (
             group.state is GroupState.PREPARING_REBALANCE
             and group.initial_delay_remaining_ms is None
@@ -755,7 +533,7 @@ class GroupStateMachine:
         ):
             self._complete_join(group, effects)
 
-    def _complete_join(self, group: _Group, effects: list[Effect]) -> None:
+    def _complete_join(self, group: Group, effects: list[Effect]) -> None:
         now = self._clock()
         for member in [m for m in group.members.values() if m.join_token is None]:
             self._remove_member(group, member, effects)
@@ -789,7 +567,7 @@ class GroupStateMachine:
         group.sync_deadline_ms = now + group.rebalance_timeout_ms()
 
     @staticmethod
-    def _select_protocol(group: _Group) -> str:
+    def _select_protocol(group: Group) -> str:
         """Each member votes for its most preferred protocol that every member supports; the
         most votes win (ties: the earlier candidate in the leader's order)."""
         members = list(group.members.values())
@@ -807,7 +585,7 @@ class GroupStateMachine:
                     break
         return max(candidates, key=lambda name: votes[name])
 
-    def _fail_pending(self, member: _Member, error: ErrorCode, effects: list[Effect]) -> None:
+    def _fail_pending(self, member: Member, error: ErrorCode, effects: list[Effect]) -> None:
         if member.join_token is not None:
             effects.append(Reply(member.join_token, JoinResult(error, member.member_id)))
             member.join_token = None
@@ -815,7 +593,7 @@ class GroupStateMachine:
             effects.append(Reply(member.sync_token, SyncResult(error)))
             member.sync_token = None
 
-    def _remove_member(self, group: _Group, member: _Member, effects: list[Effect]) -> None:
+    def _remove_member(self, group: Group, member: Member, effects: list[Effect]) -> None:
         log.info("group %s: member %s removed", group.group_id, member.member_id)
         self._fail_pending(member, ErrorCode.UNKNOWN_MEMBER_ID, effects)
         del group.members[member.member_id]
@@ -827,7 +605,7 @@ class GroupStateMachine:
             group.leader_id = next(iter(group.members), None)
 
     def _remove_member_and_update(
-        self, group: _Group, member: _Member, effects: list[Effect]
+        self, group: Group, member: Member, effects: list[Effect]
     ) -> None:
         self._remove_member(group, member, effects)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -838,19 +616,19 @@ class GroupStateMachine:
 
     def _store(
         self,
-        group: _Group,
+        group: Group,
         on_success: Callable[[], list[Effect]],
         on_failure: Callable[[ErrorCode], list[Effect]],
     ) -> StoreGroup:
         self._next_store_id += 1
         store_id = self._next_store_id
-        self._stores[store_id] = _PendingStore(
+        self._stores[store_id] = PendingStore(
             group.group_id, group.generation, on_success, on_failure
         )
         return StoreGroup(store_id, group.group_id, self.group_value(group))
 
     @staticmethod
-    def group_value(group: _Group) -> GroupValue:
+    def group_value(group: Group) -> GroupValue:
         return GroupValue(
             protocol_type=group.protocol_type or "",
             generation=group.generation,
@@ -933,13 +711,13 @@ class GroupStateMachine:
         self._schedule(group)
         return effects
 
-    def _sync_result(self, group: _Group, member: _Member) -> SyncResult:
+    def _sync_result(self, group: Group, member: Member) -> SyncResult:
         return SyncResult(
             ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name
         )
 
     def _leader_synced(
-        self, group: _Group, assignments: dict[str, bytes], effects: list[Effect]
+        self, group: Group, assignments: dict[str, bytes], effects: list[Effect]
     ) -> None:
         generation = group.generation
         # The record carries the assignment; the members only get it once it is persisted.
@@ -1029,7 +807,7 @@ class GroupStateMachine:
         return ErrorCode.NONE, errors, effects
 
     def _leave_one(
-        self, group: _Group, member_id: str, instance_id: str | None, effects: list[Effect]
+        self, group: Group, member_id: str, instance_id: str | None, effects: list[Effect]
     ) -> ErrorCode:
         if instance_id is not None:
             known = group.static_members.get(instance_id)
@@ -1047,205 +825,3 @@ class GroupStateMachine:
             return ErrorCode.UNKNOWN_MEMBER_ID
         self._remove_member_and_update(group, member, effects)
         return ErrorCode.NONE
-
-    # --- offsets --------------------------------------------------------------------------
-
-    def validate_commit(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        generation_id: int,
-        version: int,
-    ) -> ErrorCode:
-        """Whether an OffsetCommit (of API ``version``) may proceed. Generation -1 without a
-        member id is a commit from a consumer that does not use group membership ("simple"
-        commit): allowed while the group is Empty, and it creates the group if there is none."""
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
-        error = self.coordinator_error(group_id)
-        if error is not None:
-            return error
-        group = self._groups.get(group_id)
-        if group is None:
-            if generation_id < 0:
-                self._groups[group_id] = _Group(group_id, GroupState.EMPTY, self._clock())
-                return ErrorCode.NONE
-            # OffsetCommit v9 introduced GROUP_ID_NOT_FOUND here; older clients expect this.
-            return ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
-        if generation_id < 0 and group.state is GroupState.EMPTY:
-            return ErrorCode.NONE
-        member = group.members.get(member_id)
-        if generation_id >= 0 or member_id or group_instance_id is not None:
-            if group_instance_id is not None:
-                known = group.static_members.get(group_instance_id)
-                if known is None:
-                    return ErrorCode.UNKNOWN_MEMBER_ID
-                if known != member_id:
-                    return ErrorCode.FENCED_INSTANCE_ID
-            if member is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if generation_id != group.generation:
-                return ErrorCode.ILLEGAL_GENERATION
-        elif group.state is not GroupState.EMPTY:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            # The member knows the new generation but has no assignment yet.
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        if member is not None:
-            member.deadline_ms = self._clock() + member.session_timeout_ms
-            self._schedule(group)
-        return ErrorCode.NONE
-
-    def check_offset_metadata(self, metadata: str | None) -> ErrorCode:
-        if metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
-            return ErrorCode.OFFSET_METADATA_TOO_LARGE
-        return ErrorCode.NONE
-
-    def apply_offsets(self, group_id: str, offsets: dict[TopicPartition, OffsetValue]) -> None:
-        """Committed offsets, once persisted."""
-        group = self._groups.get(group_id)
-        if group is None:
-            return
-        group.offsets.update(offsets)
-
-    def committed(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None
-    ) -> dict[TopicPartition, OffsetValue | None]:
-        """Committed offsets of ``partitions`` (all of the group's when None; None values for
-        partitions without one). The caller checks ``coordinator_error`` first."""
-        group = self._groups.get(group_id)
-        table = group.offsets if group is not None else {}
-        if partitions is None:
-            return dict(table)
-        return {tp: table.get(tp) for tp in partitions}
-
-    def delete_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition]
-    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], list[Record]]:
-        """OffsetDelete: the offsets of topics the group still subscribes to stay."""
-        wanted = list(partitions)
-        error = ErrorCode.INVALID_GROUP_ID if not group_id else self.coordinator_error(group_id)
-        if error is not None:
-            return error, {}, []
-        group = self._groups.get(group_id)
-        if group is None:
-            return ErrorCode.GROUP_ID_NOT_FOUND, {}, []
-        subscribed: set[str] | None = set()
-        if group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-            subscribed = group.subscribed_topics() if group.members else set()
-        elif group.state is not GroupState.EMPTY:
-            return ErrorCode.NON_EMPTY_GROUP, {}, []
-        errors: dict[TopicPartition, ErrorCode] = {}
-        records: list[Record] = []
-        for tp in wanted:
-            if subscribed is None or tp[0] in subscribed:
-                errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-                continue
-            errors[tp] = ErrorCode.NONE
-            if group.offsets.pop(tp, None) is not None:
-                records.append((OffsetKey(group_id, tp[0], tp[1]), None))
-        return ErrorCode.NONE, errors, records
-
-    def expire_offsets(
-        self, pending: Mapping[str, Collection[TopicPartition]] | None = None
-    ) -> list[Record]:
-        """offsets.retention.minutes (KIP-211): offsets of an Empty group expire a retention
-        period after it became empty; a simple group's (no protocol type) and the offsets of
-        topics a Stable consumer group no longer subscribes to, after their commit. An explicit
-        expire timestamp wins. An Empty group left without offsets is deleted.
-
-        ``pending``: per group, partitions with a commit written but not yet applied; as in
-        Kafka, they do not expire (the newer commit is on its way), and neither does a group
-        that has any."""
-        pending = pending or {}
-        now = self._clock()
-        retention = self.config.offsets_retention_ms
-        records: list[Record] = []
-        for group_id, group in list(self._groups.items()):
-            if self.coordinator_error(group_id) is not None:
-                continue
-            if group.protocol_type is None:
-                candidates, base = group.offsets, None
-            elif group.state is GroupState.EMPTY:
-                candidates, base = group.offsets, group.state_timestamp_ms
-            elif group.state is GroupState.STABLE and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-                topics = group.subscribed_topics()
-                if topics is None:
-                    continue
-                candidates = {tp: v for tp, v in group.offsets.items() if tp[0] not in topics}
-                base = None
-            else:
-                continue
-            waiting = pending.get(group_id, ())
-            for tp, value in list(candidates.items()):
-                if tp in waiting:
-                    continue
-                if value.expire_timestamp != NO_TIMESTAMP:
-                    expired = value.expire_timestamp <= now
-                else:
-                    start = value.commit_timestamp if base is None else base
-                    expired = start + retention <= now
-                if expired:
-                    del group.offsets[tp]
-                    records.append((OffsetKey(group_id, tp[0], tp[1]), None))
-            if group.state is GroupState.EMPTY and not group.offsets and group_id not in pending:
-                del self._groups[group_id]
-                records.append((GroupKey(group_id), None))
-        return records
-
-    # --- admin ----------------------------------------------------------------------------
-
-    def delete_groups(self, group_ids: Iterable[str]) -> tuple[dict[str, ErrorCode], list[Record]]:
-        """DeleteGroups: only Empty groups (or ones with nothing but offsets) go."""
-        errors: dict[str, ErrorCode] = {}
-        records: list[Record] = []
-        for group_id in group_ids:
-            error = ErrorCode.INVALID_GROUP_ID if not group_id else self.coordinator_error(group_id)
-            if error is not None:
-                errors[group_id] = error
-                continue
-            group = self._groups.get(group_id)
-            if group is None:
-                errors[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
-                continue
-            if group.state is not GroupState.EMPTY:
-                errors[group_id] = ErrorCode.NON_EMPTY_GROUP
-                continue
-            del self._groups[group_id]
-            records.extend((OffsetKey(group_id, t, p), None) for t, p in group.offsets)
-            records.append((GroupKey(group_id), None))
-            errors[group_id] = ErrorCode.NONE
-        return errors, records
-
-    def describe(self, group_id: str) -> GroupDescription | None:
-        """None if there is no such group. Member metadata and assignments are only shown
-        in a Stable group, as Kafka does."""
-        group = self._groups.get(group_id)
-        if group is None:
-            return None
-        stable = group.state is GroupState.STABLE
-        return GroupDescription(
-            group_id,
-            group.state,
-            group.protocol_type or "",
-            (group.protocol_name or "") if stable else "",
-            tuple(
-                MemberDescription(
-                    m.member_id,
-                    m.group_instance_id,
-                    m.client_id,
-                    m.client_host,
-                    m.metadata_for(group.protocol_name) if stable else b"",
-                    m.assignment if stable else b"",
-                )
-                for m in group.members.values()
-            ),
-        )
-
-    def list_groups(self) -> list[GroupListing]:
-        return [
-            GroupListing(g.group_id, g.protocol_type or "", g.state)
-            for g in self._groups.values()
-            if self.coordinator_error(g.group_id) is None
-        ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kbroker.group.state_machine import GroupState, JoinRequest, SyncRequest
+from kbroker.group.events import GroupState, JoinRequest, SyncRequest
 from kbroker.server.connection import CLIENT_HOST, LISTENER_NAME
 from wire.errors import ErrorCode
 from wire.messages.delete_groups_request import DeleteGroupsRequest
@@ -62,8 +62,11 @@ async def handle_find_coordinator(
     coordinators = []
     for key in keys:
         node_id, host, port, message = -1, "", -1, None
-        if request.key_type == GROUP_KEY_TYPE:
-            error, info = await broker.group_coordinator.find_coordinator(key)
+        if request.key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+            if request.key_type == GROUP_KEY_TYPE:
+                error, info = await broker.group_coordinator.find_coordinator(key)
+            else:
+                error, info = await broker.txn_coordinator.find_coordinator(key)
             if info is not None:
                 # The coordinator's address on the listener this client uses.
                 info = info.through(LISTENER_NAME.get())
@@ -71,8 +74,6 @@ async def handle_find_coordinator(
                     error = ErrorCode.COORDINATOR_NOT_AVAILABLE
                 else:
                     node_id, host, port = info.broker_id, info.host, info.port
-        elif request.key_type == TRANSACTION_KEY_TYPE:
-            error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
         else:
             error, message = ErrorCode.INVALID_REQUEST, f"unknown key type {request.key_type}"
         coordinators.append(

@@ -1,16 +1,20 @@
-"""InitProducerId for idempotent producers (KIP-98, KIP-360).
+"""InitProducerId (KIP-98, KIP-360).
 
-A producer without a transactional id gets a fresh producer id with epoch 0
-each time it asks, including when it asks again after a fatal sequence error
-(KIP-360's epoch bump for idempotent producers falls back to a new id): a new
-id never collides with the old one's sequence state. Transactions are not
-supported yet, so a transactional id is refused.
+A producer without a transactional id (idempotent only) gets a fresh producer id with epoch 0
+each time it asks, including when it asks again after a fatal sequence error (KIP-360's epoch
+bump for idempotent producers falls back to a new id): a new id never collides with the old
+one's sequence state.
+
+A transactional id goes to the transaction coordinator (kbroker/txn/): it bumps the id's epoch,
+fencing the previous producer and aborting its open transaction; v3+ may name the producer id
+and epoch the producer had (KIP-360).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbroker.handlers.transactions import FIRST_FENCED_INIT_VERSION, fenced_for
 from wire.errors import ErrorCode
 from wire.messages.init_producer_id_request import InitProducerIdRequest
 from wire.messages.init_producer_id_response import InitProducerIdResponse
@@ -23,10 +27,18 @@ if TYPE_CHECKING:
 async def handle_init_producer_id(
     broker: Broker, header: RequestHeader, request: InitProducerIdRequest, version: int
 ) -> InitProducerIdResponse:
-    if request.transactional_id is not None:
+    if request.transactional_id is None:
         return InitProducerIdResponse(
-            error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1
+            error_code=ErrorCode.NONE, producer_id=broker.producer_ids.next_id(), producer_epoch=0
         )
+    result = await broker.txn_coordinator.init_producer_id(
+        request.transactional_id,
+        request.transaction_timeout_ms,
+        request.producer_id,
+        request.producer_epoch,
+    )
     return InitProducerIdResponse(
-        error_code=ErrorCode.NONE, producer_id=broker.producer_ids.next_id(), producer_epoch=0
+        error_code=fenced_for(result.error, version, FIRST_FENCED_INIT_VERSION),
+        producer_id=result.producer_id,
+        producer_epoch=result.producer_epoch,
     )

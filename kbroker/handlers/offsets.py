@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbroker.group.events import TopicPartition
 from kbroker.group.offsets_store import NO_TIMESTAMP, OffsetValue
-from kbroker.group.state_machine import TopicPartition
 from wire.errors import ErrorCode
 from wire.messages.offset_commit_request import OffsetCommitRequest
 from wire.messages.offset_commit_response import (
@@ -36,6 +36,12 @@ from wire.messages.offset_fetch_response import (
     OffsetFetchResponseTopics,
 )
 from wire.messages.request_header import RequestHeader
+from wire.messages.txn_offset_commit_request import TxnOffsetCommitRequest
+from wire.messages.txn_offset_commit_response import (
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
 
 if TYPE_CHECKING:
     from kbroker.broker import Broker
@@ -113,15 +119,18 @@ async def handle_offset_fetch(
                 else _group_partitions([(t.name, t.partition_indexes) for t in group.topics])
             )
             error, offsets = broker.group_coordinator.fetch_offsets(group.group_id, wanted)
+            unstable = _unstable(broker, group.group_id, offsets, request.require_stable)
             topics: dict[str, list[OffsetFetchResponsePartitions]] = {}
             for (topic, partition), value in offsets.items():
+                if (topic, partition) in unstable:
+                    value = None
                 topics.setdefault(topic, []).append(
                     OffsetFetchResponsePartitions(
                         partition_index=partition,
                         committed_offset=NO_OFFSET if value is None else value.offset,
                         committed_leader_epoch=-1 if value is None else value.leader_epoch,
                         metadata=NO_METADATA if value is None else value.metadata,
-                        error_code=ErrorCode.NONE,
+                        error_code=_partition_error(ErrorCode.NONE, (topic, partition), unstable),
                     )
                 )
             groups.append(
@@ -149,20 +158,81 @@ async def handle_offset_fetch(
         # v0-v1 have no top-level error: every requested partition carries it.
         per_partition_error = error
         offsets = dict.fromkeys(requested or [])
+    unstable = _unstable(broker, request.group_id, offsets, request.require_stable)
     single: dict[str, list[OffsetFetchResponsePartition]] = {}
     for (topic, partition), value in offsets.items():
+        if (topic, partition) in unstable:
+            value = None
         single.setdefault(topic, []).append(
             OffsetFetchResponsePartition(
                 partition_index=partition,
                 committed_offset=NO_OFFSET if value is None else value.offset,
                 committed_leader_epoch=-1 if value is None else value.leader_epoch,
                 metadata=NO_METADATA if value is None else value.metadata,
-                error_code=per_partition_error,
+                error_code=_partition_error(per_partition_error, (topic, partition), unstable),
             )
         )
     return OffsetFetchResponse(
         topics=[
             OffsetFetchResponseTopic(name=name, partitions=parts) for name, parts in single.items()
+        ]
+    )
+
+
+def _unstable(
+    broker: Broker,
+    group_id: str,
+    offsets: dict[TopicPartition, OffsetValue | None],
+    require_stable: bool,
+) -> set[TopicPartition]:
+    """With require_stable (OffsetFetch v7+, KIP-447): the partitions whose offset awaits a
+    transaction marker."""
+    if not require_stable:
+        return set()
+    return broker.group_coordinator.unstable_offsets(group_id, offsets)
+
+
+def _partition_error(
+    error: ErrorCode, tp: TopicPartition, unstable: set[TopicPartition]
+) -> ErrorCode:
+    return ErrorCode.UNSTABLE_OFFSET_COMMIT if tp in unstable else error
+
+
+async def handle_txn_offset_commit(
+    broker: Broker, header: RequestHeader, request: TxnOffsetCommitRequest, version: int
+) -> TxnOffsetCommitResponse:
+    """Offsets written in the producer's transaction (KIP-98, KIP-447 for the member fields of
+    v3+), visible once the transaction commits."""
+    now = int(broker.clock() * 1000)
+    offsets = {
+        (topic.name, p.partition_index): OffsetValue(
+            offset=p.committed_offset,
+            metadata=p.committed_metadata if p.committed_metadata is not None else NO_METADATA,
+            commit_timestamp=now,
+            leader_epoch=p.committed_leader_epoch,
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    }
+    errors = await broker.group_coordinator.commit_txn_offsets(
+        request.group_id,
+        request.producer_id,
+        request.producer_epoch,
+        request.member_id,
+        request.group_instance_id,
+        request.generation_id,
+        offsets,
+    )
+    return TxnOffsetCommitResponse(
+        topics=[
+            TxnOffsetCommitResponseTopic(
+                name=name,
+                partitions=[
+                    TxnOffsetCommitResponsePartition(partition_index=p, error_code=e)
+                    for p, e in partitions
+                ],
+            )
+            for name, partitions in _by_topic(errors).items()
         ]
     )
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kbroker.acks_all import await_replication, check_min_insync
+from kbroker.group.offsets_store import OFFSETS_TOPIC
 from kbroker.handlers.common import leader_partition
-from wire.errors import KafkaError
+from wire.errors import ErrorCode, KafkaError
 from wire.messages.request_header import RequestHeader
 from wire.messages.write_txn_markers_request import WritableTxnMarker, WriteTxnMarkersRequest
 from wire.messages.write_txn_markers_response import (
@@ -43,6 +44,8 @@ class _Written:
     partition: Partition
     last_offset: int
     result: WritableTxnMarkerPartitionResult
+    producer_id: int
+    commit: bool
 
 
 def _append(
@@ -73,7 +76,15 @@ async def handle_write_txn_markers(
                 result = WritableTxnMarkerPartitionResult(partition_index=index)
                 try:
                     partition, last_offset = _append(broker, marker, topic.name, index, now_ms)
-                    written.append(_Written(partition, last_offset, result))
+                    written.append(
+                        _Written(
+                            partition,
+                            last_offset,
+                            result,
+                            marker.producer_id,
+                            marker.transaction_result,
+                        )
+                    )
                 except KafkaError as exc:
                     result.error_code = exc.code
                 partitions.append(result)
@@ -86,4 +97,7 @@ async def handle_write_txn_markers(
     )
     for w, error in zip(written, outcomes, strict=True):
         w.result.error_code = error
+        if error == ErrorCode.NONE and w.partition.topic == OFFSETS_TOPIC:
+            # The group coordinator makes the transaction's offsets visible or drops them.
+            broker.group_coordinator.complete_txn(w.producer_id, w.partition.index, w.commit)
     return WriteTxnMarkersResponse(markers=markers)

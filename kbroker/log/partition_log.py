@@ -306,11 +306,18 @@ class PartitionLog:
     # Appending -------------------------------------------------------------------------
 
     def append_as_leader(
-        self, batches: bytearray | memoryview, *, leader_epoch: int, log_append_time_ms: int | None
+        self,
+        batches: bytearray | memoryview,
+        *,
+        leader_epoch: int,
+        log_append_time_ms: int | None,
+        from_coordinator: bool = False,
     ) -> AppendResult:
         """Assign offsets to already-validated v2 batches (rewritten in place: base offset,
         partition leader epoch, and LogAppendTime when `log_append_time_ms` is given), check
-        idempotent producers' sequences, append them to the active segment."""
+        idempotent producers' sequences, append them to the active segment.
+        `from_coordinator`: a group coordinator's transactional offset commit, whose sequences
+        are not a client's (Kafka's AppendOrigin.COORDINATOR: epochs checked, not sequences)."""
         parsed = _parse_batches(batches)
         next_offset = self.log_end_offset
         planned: list[BatchHeader] = []
@@ -322,7 +329,8 @@ class PartitionLog:
                 producer_batch(h, memoryview(batches)[pos : pos + h.size] if h.is_control else b"")
                 for (pos, _), h in zip(parsed, planned, strict=True)
                 if h.has_producer_id
-            ]
+            ],
+            check_sequences=not from_coordinator,
         )
         if isinstance(checked, BatchMetadata):
             return AppendResult(

@@ -24,12 +24,10 @@ from compat_tests.support import require
 from kbroker.broker import Broker
 from kbroker.client import BrokerConnection
 from kbroker.config import BrokerConfig
-from kbroker.group.offsets_store import GroupValue, LoadedState
-from kbroker.group.state_machine import (
+from kbroker.group.events import (
     Effect,
     GroupConfig,
     GroupState,
-    GroupStateMachine,
     JoinRequest,
     JoinResult,
     Reply,
@@ -37,6 +35,8 @@ from kbroker.group.state_machine import (
     SyncRequest,
     SyncResult,
 )
+from kbroker.group.offsets_store import GroupValue, LoadedState
+from kbroker.group.state_machine import GroupStateMachine
 from wire.errors import ErrorCode
 
 GROUP = "g"

@@ -15,10 +15,11 @@ import time
 
 import pytest
 
+from kbroker import state_topic as state_topic_module
 from kbroker.broker import Broker
 from kbroker.group import coordinator as coordinator_module
+from kbroker.group.events import JoinRequest, JoinResult, SyncRequest, SyncResult
 from kbroker.group.offsets_store import OFFSETS_TOPIC, OffsetKey, OffsetValue
-from kbroker.group.state_machine import JoinRequest, JoinResult, SyncRequest, SyncResult
 from kbroker.partition import Partition
 from tests.group.conftest import StartBroker
 from wire.errors import ErrorCode
@@ -80,8 +81,7 @@ async def _reload(broker: Broker) -> None:
     coordinator = broker.group_coordinator
     index = _partition(broker).index
     coordinator.core.unload(index)
-    coordinator.core.begin_load(index)
-    await asyncio.wait_for(coordinator._load(index), 5)
+    await asyncio.wait_for(coordinator.state._load(index, coordinator.begin_load(index)), 5)
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ async def test_outcomes_are_applied_in_log_order(
         await finished[last_offset].wait()
         return [ErrorCode.NONE]
 
-    monkeypatch.setattr(coordinator_module, "await_replication", controlled)
+    monkeypatch.setattr(state_topic_module, "await_replication", controlled)
     first = asyncio.create_task(_commit(broker, 1))
     second = asyncio.create_task(_commit(broker, 2))
     await asyncio.sleep(0.05)
@@ -202,8 +202,7 @@ async def test_load_reads_only_below_the_high_watermark(broker: Broker) -> None:
     assert coordinator.append(GROUP, [(OffsetKey(GROUP, TOPIC, 0), _offset(9))]) == ErrorCode.NONE
     index = partition.index
     coordinator.core.unload(index)
-    coordinator.core.begin_load(index)
-    load = asyncio.create_task(coordinator._load(index))
+    load = asyncio.create_task(coordinator.state._load(index, coordinator.begin_load(index)))
     await asyncio.sleep(0.1)
     assert coordinator.core.coordinator_error(GROUP) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     _follower_catches_up(partition)

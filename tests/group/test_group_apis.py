@@ -92,13 +92,6 @@ async def test_find_coordinator(broker: Broker, conn: BrokerConnection, version:
         )
 
 
-async def test_find_transaction_coordinator_is_not_available(conn: BrokerConnection) -> None:
-    response = await conn.call(
-        ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="tx", key_type=1)
-    )
-    assert response.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-
-
 async def _join(conn: BrokerConnection, version: int, member_id: str = "", **kw: Any) -> Any:
     request = JoinGroupRequest(
         group_id=kw.pop("group", "g"),

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from kbroker.group.state_machine import GroupState
+from kbroker.group.events import GroupState
 from tests.group.conftest import PROTOCOLS, Driver
 from wire.errors import ErrorCode
 

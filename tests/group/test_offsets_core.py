@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from kbroker.group.consumer_protocol import encode_subscription
+from kbroker.group.events import GroupState
 from kbroker.group.offsets_store import (
     GroupKey,
     GroupValue,
@@ -15,7 +16,6 @@ from kbroker.group.offsets_store import (
     OffsetKey,
     OffsetValue,
 )
-from kbroker.group.state_machine import GroupState
 from tests.group.conftest import GROUP, Driver
 from wire.errors import ErrorCode
 

@@ -1,0 +1,138 @@
+"""The values exchanged with the group state machine: its settings, the requests it is fed,
+the results and effects it returns, and what it describes (DESIGN rule 3: small immutable
+values, no IO)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from kbroker.group.offsets_store import GroupKey, GroupValue, OffsetKey, OffsetValue
+from wire.errors import ErrorCode
+
+Protocols = tuple[tuple[str, bytes], ...]
+TopicPartition = tuple[str, int]
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+# The states a rebalance may start from (Kafka's valid previous states of PreparingRebalance).
+CAN_REBALANCE = (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+    max_size: int = 2**31 - 1
+    # KIP-394: how long a member that got an id but has not completed a join is kept.
+    new_member_join_timeout_ms: int = 300_000
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: Protocols
+    # JoinGroup v4+ without an instance id: an unknown member first gets MEMBER_ID_REQUIRED.
+    require_known_member_id: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class JoinMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    error: ErrorCode
+    member_id: str
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    members: tuple[JoinMember, ...] = ()
+    # JoinGroup v9+: a static leader rejoining a Stable group need not assign again.
+    skip_assignment: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    generation_id: int
+    protocol_type: str | None
+    protocol_name: str | None
+    assignments: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    token: int
+    result: JoinResult | SyncResult
+
+
+@dataclass(frozen=True, slots=True)
+class StoreGroup:
+    """Persist ``value`` under ``GroupKey(group_id)``, then call
+    ``group_stored(store_id, error)``."""
+
+    store_id: int
+    group_id: str
+    value: GroupValue
+
+
+Effect = Reply | StoreGroup
+Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: GroupState
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: GroupState
