@@ -55,6 +55,12 @@ JAVA_CLIENT_VERSIONS: dict[str, int] = {
     # Kafka 3.9 advertises the KIP-848 describe, which the admin client tries first.
     "CONSUMER_GROUP_DESCRIBE": 0,
     "DELETE_GROUPS": 2,
+    # Transactions (Kafka Streams with exactly_once_v2); AddPartitionsToTxn v4+ is the
+    # brokers' batched form (KIP-890), which clients do not send.
+    "ADD_PARTITIONS_TO_TXN": 3,
+    "ADD_OFFSETS_TO_TXN": 4,
+    "END_TXN": 4,
+    "TXN_OFFSET_COMMIT": 4,
 }
 
 
@@ -140,10 +146,13 @@ def test_java_consumers_groups_commits_rebalance_seek(
     )
 
 
-def test_kafka_streams_stateless_topology_at_least_once(
-    java: JavaPrograms, bootstrap: str, unique_topic: Callable[[], str], tmp_path: Path
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
+def test_kafka_streams_stateless_topology(
+    java: JavaPrograms,
+    bootstrap: str,
+    unique_topic: Callable[[], str],
+    tmp_path: Path,
+    guarantee: str,
 ) -> None:
-    run = java.run(
-        "StreamsScenario", bootstrap, unique_topic(), "200", "at_least_once", str(tmp_path)
-    )
+    run = java.run("StreamsScenario", bootstrap, unique_topic(), "200", guarantee, str(tmp_path))
     assert_scenario(run, ["every-input-reaches-its-output", "input-committed"])

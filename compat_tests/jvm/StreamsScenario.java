@@ -26,7 +26,8 @@ import org.apache.kafka.streams.kstream.Produced;
 /**
  * A stateless Kafka Streams topology (filter, map, branch to two topics) with the given
  * processing guarantee: every input record that passes the filter must reach its output
- * topic, and the application's group must commit the whole input. Arguments: bootstrap,
+ * topic (exactly once, read with read_committed, under exactly_once_v2), and the application's
+ * group must commit the whole input. Arguments: bootstrap,
  * prefix, record count, processing.guarantee, state directory. Topics: PREFIX-in (2 partitions), PREFIX-even,
  * PREFIX-odd; application id PREFIX-app.
  */
@@ -76,8 +77,15 @@ public final class StreamsScenario {
         try (KafkaStreams streams = new KafkaStreams(builder.build(), config)) {
             streams.start();
             Checks.waitUntil(() -> streams.state() == KafkaStreams.State.RUNNING, 60_000, "the application running");
-            Checks.equal(expectedEven, readUntil(bootstrap, even, expectedEven), "records in " + even);
-            Checks.equal(expectedOdd, readUntil(bootstrap, odd, expectedOdd), "records in " + odd);
+            boolean exactlyOnce = guarantee.startsWith("exactly_once");
+            for (Map.Entry<String, Set<String>> output : Map.of(even, expectedEven, odd, expectedOdd).entrySet()) {
+                List<String> read = readUntil(bootstrap, output.getKey(), output.getValue(), exactlyOnce);
+                Checks.equal(output.getValue(), new HashSet<>(read), "records in " + output.getKey());
+                if (exactlyOnce) {
+                    // Read committed: exactly one output per input, no duplicate.
+                    Checks.equal(output.getValue().size(), read.size(), "records read from " + output.getKey());
+                }
+            }
             Checks.passed("every-input-reaches-its-output");
             List<TopicPartition> partitions = List.of(new TopicPartition(input, 0), new TopicPartition(input, 1));
             try (Admin admin = Admin.create(Checks.props(bootstrap));
@@ -95,16 +103,22 @@ public final class StreamsScenario {
         }
     }
 
-    /** The "value@key" strings read from `topic` until all of `expected` arrived (or a timeout). */
-    private static Set<String> readUntil(String bootstrap, String topic, Set<String> expected) throws Exception {
-        Set<String> seen = new HashSet<>();
-        try (KafkaConsumer<byte[], byte[]> consumer = ConsumerScenario.consumer(bootstrap)) {
+    /**
+     * The "value@key" strings read from `topic` until all of `expected` arrived (or a timeout),
+     * in order, duplicates included; with `readCommitted` only what committed transactions wrote.
+     */
+    private static List<String> readUntil(String bootstrap, String topic, Set<String> expected,
+            boolean readCommitted) throws Exception {
+        List<String> seen = new ArrayList<>();
+        String isolation = readCommitted ? "read_committed" : "read_uncommitted";
+        try (KafkaConsumer<byte[], byte[]> consumer =
+                ConsumerScenario.consumer(bootstrap, "isolation.level", isolation)) {
             List<TopicPartition> partitions = new ArrayList<>();
             consumer.partitionsFor(topic).forEach(p -> partitions.add(new TopicPartition(topic, p.partition())));
             consumer.assign(partitions);
             consumer.seekToBeginning(partitions);
             long deadline = System.currentTimeMillis() + 60_000;
-            while (!seen.containsAll(expected) && System.currentTimeMillis() < deadline) {
+            while (!new HashSet<>(seen).containsAll(expected) && System.currentTimeMillis() < deadline) {
                 for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(200))) {
                     seen.add(new String(record.value(), StandardCharsets.UTF_8));
                 }
