@@ -156,3 +156,11 @@ def test_kafka_streams_stateless_topology(
 ) -> None:
     run = java.run("StreamsScenario", bootstrap, unique_topic(), "200", guarantee, str(tmp_path))
     assert_scenario(run, ["every-input-reaches-its-output", "input-committed"])
+
+
+def test_java_transactions_commit_abort_offsets_fencing(
+    java: JavaPrograms, bootstrap: str, unique_topic: Callable[[], str]
+) -> None:
+    run = java.run("TransactionScenario", bootstrap, unique_topic())
+    assert_scenario(run, ["commit-and-abort", "offsets-in-transactions", "fencing"])
+    assert run.requests[("END_TXN", JAVA_CLIENT_VERSIONS["END_TXN"])] >= 5
