@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
+from kbroker.cli_transactions import (
+    OPEN_TRANSACTION_HEADERS,
+    open_transaction_json,
+    open_transaction_rows,
+)
 from kbroker.client import KafkaClient
-from kbroker.ops import admin
+from kbroker.ops import admin, transactions
 from kbroker.ops.admin import OpsError
 from kbroker.ops.console import ConsumerOptions, ProducerOptions, run_consumer, run_producer
 from kbroker.ops.output import (
@@ -327,6 +333,12 @@ def _add_console(sub: Any) -> None:
 
 async def _cluster_describe(args: argparse.Namespace, client: KafkaClient) -> int:
     c = await admin.describe_cluster(client)
+    now_ms = int(time.time() * 1000)
+    hanging = transactions.hanging(
+        await transactions.open_transactions(client),
+        now_ms,
+        await transactions.max_transaction_timeout_ms(client),
+    )
     if args.json:
         emit_json(
             {
@@ -337,6 +349,7 @@ async def _cluster_describe(args: argparse.Namespace, client: KafkaClient) -> in
                 "partitions": c.partitions,
                 "under_replicated": [[t, p] for t, p in c.under_replicated],
                 "offline": [[t, p] for t, p in c.offline],
+                "hanging_transactions": [open_transaction_json(t) for t in hanging],
             }
         )
         return EXIT_OK
@@ -346,13 +359,17 @@ async def _cluster_describe(args: argparse.Namespace, client: KafkaClient) -> in
     print(table(("BROKER", "HOST", "PORT", "RACK", "CONTROLLER"), rows))
     print(
         f"Topics: {c.topics}  Partitions: {c.partitions}  "
-        f"Under-replicated: {len(c.under_replicated)}  Offline: {len(c.offline)}"
+        f"Under-replicated: {len(c.under_replicated)}  Offline: {len(c.offline)}  "
+        f"Hanging transactions: {len(hanging)}"
     )
     for label, partitions in (("under-replicated", c.under_replicated), ("offline", c.offline)):
         for topic, partition in partitions[:LISTED_PARTITIONS]:
             print(f"  {label}: {topic}-{partition}")
         if len(partitions) > LISTED_PARTITIONS:
             print(f"  ... {len(partitions) - LISTED_PARTITIONS} more {label} (see --json)")
+    if hanging:
+        print("Hanging transactions (see kbroker transactions find-hanging):")
+        print(table(OPEN_TRANSACTION_HEADERS, open_transaction_rows(hanging, now_ms)))
     return EXIT_OK
 
 
@@ -371,7 +388,8 @@ def _add_cluster(sub: Any) -> None:
     cluster = sub.add_parser("cluster", help="cluster-wide views")
     actions = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
     describe = actions.add_parser(
-        "describe", help="brokers, controller, under-replicated and offline partitions"
+        "describe",
+        help="brokers, controller, under-replicated and offline partitions, hanging transactions",
     )
     add_common_options(describe)
     describe.set_defaults(func=run_command(_cluster_describe))
