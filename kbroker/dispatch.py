@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from kbroker.busy_time import BusyTimer
 from kbroker.handlers import (
     admin_topics,
     api_versions,
@@ -35,8 +36,10 @@ from kbroker.handlers import (
     transactions,
     write_txn_markers,
 )
+from kbroker.handlers.throttling import charge_request_time, exempt_from_request_quota
 from kbroker.logfmt import fields
 from kbroker.metrics import RequestMetrics
+from kbroker.quotas import REQUEST_PERCENTAGE
 from kbroker.server.connection import CloseConnection
 from wire.api_keys import REQUEST_CLASSES, ApiKey
 from wire.errors import ErrorCode
@@ -140,7 +143,15 @@ class Dispatcher:
         response = None
         failed = True
         try:
-            response = await handler(self._broker, header, request, header.request_api_version)
+            work = handler(self._broker, header, request, header.request_api_version)
+            if not self._broker.quotas.defines(REQUEST_PERCENTAGE) or exempt_from_request_quota(
+                header, request
+            ):
+                response = await work
+            else:
+                timer = BusyTimer(work)
+                response = await timer
+                charge_request_time(self._broker, header, timer.seconds, response)
             failed = False
             return response
         finally:

@@ -131,9 +131,19 @@ class QuotaManager:
         self.window = window_seconds
         self.clock = clock
         self._rates: dict[tuple[str, QuotaEntity], SampledRate] = {}
+        # The quota keys some entity has, for the table they were read from.
+        self._keys_of: tuple[QuotaTable | None, frozenset[str]] = (None, frozenset())
         # Throttle totals per quota type, for the metrics endpoint.
         self.throttled: dict[str, int] = {}
         self.throttle_ms_total: dict[str, int] = {}
+
+    def defines(self, key: str) -> bool:
+        """Does any entity have quota `key`? (Cheap: recomputed only when the table is
+        replaced, so a request path can skip metering nobody asked for.)"""
+        quotas = self._source()
+        if self._keys_of[0] is not quotas:
+            self._keys_of = (quotas, frozenset(k for values in quotas.values() for k in values))
+        return key in self._keys_of[1]
 
     def quota_for(self, key: str, user: str, client_id: str) -> tuple[QuotaEntity, float] | None:
         """(metered entity, bound) of the first entity with quota `key`, or None."""

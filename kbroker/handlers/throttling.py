@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kbroker.quotas import CONTROLLER_MUTATION_RATE
+from kbroker.quotas import CONTROLLER_MUTATION_RATE, REQUEST_PERCENTAGE
 from kbroker.server.connection import THROTTLE_MS
+from wire.api_keys import ApiKey
 from wire.errors import ErrorCode, KafkaError
+from wire.messages.fetch_request import FetchRequest
 from wire.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
@@ -42,6 +44,50 @@ def throttle(
         if has_field:
             response.throttle_time_ms = throttle_ms  # type: ignore[attr-defined]
     return throttle_ms
+
+
+# Never charged to request_percentage, as in Kafka: what a client needs before it can be
+# throttled at all (version discovery, authentication), and the brokers' own traffic.
+_REQUEST_QUOTA_EXEMPT = frozenset(
+    {
+        ApiKey.API_VERSIONS,
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.WRITE_TXN_MARKERS,
+    }
+)
+FETCH_REPLICA_STATE_VERSION = 15
+# request_percentage is percent of one request thread: a second of handler time is 100.
+PERCENT_PER_SECOND = 100.0
+
+
+def exempt_from_request_quota(header: RequestHeader, request: object) -> bool:
+    if header.request_api_key in _REQUEST_QUOTA_EXEMPT:
+        return True
+    # A follower's fetch (replica id >= 0; in replica_state from v15) is replication.
+    if not isinstance(request, FetchRequest):
+        return False
+    if header.request_api_version >= FETCH_REPLICA_STATE_VERSION:
+        return request.replica_state.replica_id >= 0
+    return request.replica_id >= 0
+
+
+def charge_request_time(
+    broker: Broker, header: RequestHeader, seconds: float, response: object
+) -> None:
+    """Charge the time a request's handler ran against the client's request_percentage
+    (KIP-124); over it, the response carries the longer of this and any byte-rate throttle
+    (every response message has the field from some version on; older versions drop it)
+    and the connection is muted for as long."""
+    throttle_ms = broker.quotas.record(
+        REQUEST_PERCENTAGE, ANONYMOUS, header.client_id or "", seconds * PERCENT_PER_SECOND
+    )
+    if throttle_ms <= 0:
+        return
+    THROTTLE_MS.set(max(THROTTLE_MS.get(), throttle_ms))
+    if response is not None and hasattr(response, "throttle_time_ms"):
+        response.throttle_time_ms = max(response.throttle_time_ms, throttle_ms)
 
 
 class MutationQuota:

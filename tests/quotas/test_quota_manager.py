@@ -63,3 +63,14 @@ def test_store_changes_paths_and_json_round_trip() -> None:
     assert apply_changes(table, [(entity("alice", None), {PRODUCER_BYTE_RATE: None})]) == {}
     assert entity_path(entity("alice", None)) == "users/alice/clients/<default>"
     assert entity_path(entity(client_id="a b*")) == "clients/a%20b%2A"
+
+
+def test_defines_follows_the_table_it_reads() -> None:
+    tables = [{entity(client_id="a"): {PRODUCER_BYTE_RATE: 1.0}}]
+    manager = QuotaManager(lambda: tables[0], clock=lambda: 0.0)
+    assert manager.defines(PRODUCER_BYTE_RATE)
+    assert not manager.defines("request_percentage")
+    # Quotas change by replacing the table.
+    tables[0] = {entity(user=None): {"request_percentage": 50.0}}
+    assert manager.defines("request_percentage")
+    assert not manager.defines(PRODUCER_BYTE_RATE)

@@ -24,6 +24,7 @@ from wire.messages.describe_client_quotas_request import (
     ComponentData,
     DescribeClientQuotasRequest,
 )
+from wire.messages.metadata_request import MetadataRequest
 from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from wire.messages.produce_response import ProduceResponse
 from wire.messages.request_header import RequestHeader
@@ -196,3 +197,39 @@ async def test_throttles_and_limits_are_on_the_metrics_endpoint(
     assert 'kbroker_connections{listener="PLAINTEXT"} 1' in text
     assert "kbroker_request_memory_bytes " in text
     await client.close()
+
+
+async def test_request_percentage_charges_handler_time_not_waiting(
+    start_broker: StartBroker,  # noqa: F811
+) -> None:
+    """KIP-124: request_percentage meters the time the broker works on a client's requests.
+    A long-polling fetch that waits half a second costs next to nothing; a client that keeps
+    the broker busy is throttled (throttle_time_ms, then a muted channel); others are not."""
+    broker = await start_broker(quota_window_num="2")
+    client = await RawClient.connect(broker.port)
+    await create_topic(client, "polled")
+    request = AlterClientQuotasRequest(
+        entries=[_entry({"client-id": "kbroker-tests"}, request_percentage=2.0)]
+    )
+    await client.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, request)
+    # Waiting in the purgatory is not work: were the 0.5 s charged, that is 25% of the
+    # two-second window, far over 2%.
+    polled = await fetch(client, broker, "polled", 0, max_wait_ms=500, min_bytes=1)
+    assert polled.throttle_time_ms == 0
+    # Metadata requests, each a little work: within a second they add up to over 2% of it.
+    throttled = None
+    started = time.monotonic()
+    while throttled is None and time.monotonic() - started < 10:
+        response = await client.call(ApiKey.METADATA, 12, MetadataRequest(topics=None))
+        if response.throttle_time_ms > 0:
+            throttled = response.throttle_time_ms
+    assert throttled is not None and throttled <= 2000
+    # The channel is muted for the throttle time before the next request is read.
+    before = time.monotonic()
+    await client.call(ApiKey.METADATA, 12, MetadataRequest(topics=None))
+    assert time.monotonic() - before >= throttled / 1000 * 0.8
+    other = await RawClient.connect(broker.port)
+    other_response = await _produce_as(other, "other-client", build_batch(records(0, 1)), "polled")
+    assert other_response.throttle_time_ms == 0
+    for c in (client, other):
+        await c.close()
