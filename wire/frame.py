@@ -90,7 +90,12 @@ class FrameDecoder:
     `buffer_updated(n)` returns the payloads completed by those `n` bytes. `feed(data)` does
     both for bytes received elsewhere.
 
-    Small payloads are read into a reused staging area and copied out as immutable bytes.
+    Small payloads are read into a staging area and copied out as immutable bytes. A server
+    with many connections passes one `shared_staging` area to all their decoders: a decoder
+    reads into it while it holds no partial frame and moves a partial frame into a staging
+    area of its own only until the frame completes, so an idle connection holds no buffer.
+    (Sharing is safe where each `get_buffer()` is followed by its `buffer_updated()` before
+    another decoder's, as on one asyncio event loop.)
     A payload of LARGE_FRAME_BYTES or more is read straight into buffers of its own, handed
     out as one writable bytearray, so offsets can be assigned in place in a produce request.
 
@@ -107,6 +112,7 @@ class FrameDecoder:
         "max_frame_size",
         "starved",
         "_budget",
+        "_shared",
         "_staging",
         "_start",
         "_end",
@@ -120,12 +126,21 @@ class FrameDecoder:
     LARGE_FRAME_BYTES = 16 * 1024
     GROW_MIN_BYTES = 64 * 1024
 
-    def __init__(self, max_frame_size: int, budget: MemoryBudget | None = None) -> None:
+    def __init__(
+        self,
+        max_frame_size: int,
+        budget: MemoryBudget | None = None,
+        shared_staging: bytearray | None = None,
+    ) -> None:
         self.max_frame_size = max_frame_size
         self._budget: MemoryBudget = budget if budget is not None else UnboundedBudget()
         # True while a large payload's buffers are full and the budget refused to grow them.
         self.starved = False
-        self._staging = bytearray(self.STAGING_BYTES)
+        if shared_staging is not None and len(shared_staging) < self.STAGING_BYTES:
+            raise ValueError(f"a shared staging area needs {self.STAGING_BYTES} bytes")
+        self._shared = shared_staging
+        # The staging area in use: the shared one while nothing is held back, else our own.
+        self._staging = shared_staging if shared_staging is not None else self.new_staging()
         # Unconsumed bytes of the staging area are _staging[_start:_end].
         self._start = 0
         self._end = 0
@@ -135,6 +150,10 @@ class FrameDecoder:
         self._size = 0
         self._capacity = 0
         self._filled = 0
+
+    @classmethod
+    def new_staging(cls) -> bytearray:
+        return bytearray(cls.STAGING_BYTES)
 
     def _check(self, size: int) -> None:
         if size < 0 or size > self.max_frame_size:
@@ -214,10 +233,18 @@ class FrameDecoder:
             frames.append(memoryview(bytes(staging[body : body + size])))
             pos = body + size
         # Keep the partial prefix or small payload (under LARGE_FRAME_BYTES + 4 bytes) at the
-        # front, so the staging area always has room for it to complete.
+        # front, so the staging area always has room for it to complete; in a staging area
+        # of our own when the shared one was in use, and back to the shared one once empty.
         left = end - pos
-        if left and pos:
+        shared = self._shared
+        if left and staging is shared:
+            own = self.new_staging()
+            own[:left] = staging[pos:end]
+            self._staging = own
+        elif left and pos:
             staging[:left] = staging[pos:end]
+        elif not left and shared is not None:
+            self._staging = shared
         self._start = 0
         self._end = left
         return frames

@@ -96,6 +96,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         on_close: Callable[[KafkaConnection], None],
         listener_name: str | None = None,
         pool: MemoryPool | None = None,
+        *,
+        shared_staging: bytearray | None = None,
     ) -> None:
         self._handle = handle
         self._listener_name = listener_name
@@ -103,7 +105,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._limits = limits
         self._on_close = on_close
         self._pool = pool if pool is not None else MemoryPool(None)
-        self._decoder = FrameDecoder(limits.max_frame_bytes, self._pool)
+        self._decoder = FrameDecoder(limits.max_frame_bytes, self._pool, shared_staging)
         self._frames: collections.deque[memoryview] = collections.deque()
         self._queued_bytes = 0
         # Reading stops while the queue is full or the memory pool is spent; it resumes when

@@ -29,6 +29,7 @@ from kbroker.server.connection import (
 )
 from kbroker.server.connection_quotas import ConnectionLimitsConfig, ConnectionQuotas
 from kbroker.server.memory_pool import MemoryPool
+from wire.frame import FrameDecoder
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,9 @@ class KafkaServer:
         # Set whenever a connection closes: an acceptor waiting for a free slot retries.
         self._slot_freed = asyncio.Event()
         self._burst_log = BurstLog()
+        # One staging area for every connection's reads (wire.frame.FrameDecoder): all run on
+        # this event loop, so an idle connection holds no receive buffer of its own.
+        self._staging = FrameDecoder.new_staging()
 
     def _new_connection(self, listener_name: str | None, ip: str) -> KafkaConnection:
         def closed(connection: KafkaConnection) -> None:
@@ -114,7 +118,13 @@ class KafkaServer:
             self._slot_freed.set()
 
         connection = KafkaConnection(
-            self._handle, self._reject_version, self._limits, closed, listener_name, self.pool
+            self._handle,
+            self._reject_version,
+            self._limits,
+            closed,
+            listener_name,
+            self.pool,
+            shared_staging=self._staging,
         )
         self._connections.add(connection)
         return connection

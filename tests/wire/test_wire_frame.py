@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import tracemalloc
+
 import pytest
 
 from kbroker.server.memory_pool import MemoryPool
@@ -49,6 +52,47 @@ def test_small_payloads_survive_reuse_of_the_staging_area() -> None:
     for _ in range(2 * FrameDecoder.STAGING_BYTES // 104):
         dec.feed(frame(b"b" * 100))
     assert bytes(first[0]) == b"a" * 100
+
+
+def test_decoders_sharing_a_staging_area_keep_their_partial_frames_apart() -> None:
+    shared = FrameDecoder.new_staging()
+    rng = random.Random(3)
+    streams = [
+        b"".join(
+            frame(bytes([n]) * rng.randrange(0, 3 * FrameDecoder.LARGE_FRAME_BYTES))
+            for _ in range(40)
+        )
+        for n in range(3)
+    ]
+    decoders = [FrameDecoder(1 << 20, shared_staging=shared) for _ in streams]
+    received: list[list[bytes]] = [[] for _ in streams]
+    positions = [0] * len(streams)
+    # Interleaved reads of random sizes, each ending anywhere in a frame.
+    while any(pos < len(data) for pos, data in zip(positions, streams, strict=True)):
+        i = rng.randrange(len(streams))
+        chunk = streams[i][positions[i] : positions[i] + rng.randrange(1, 9000)]
+        positions[i] += len(chunk)
+        received[i] += [bytes(f) for f in decoders[i].feed(chunk)]
+    for n, frames in enumerate(received):
+        assert b"".join(frame(f) for f in frames) == streams[n]
+        assert all(set(f) <= {n} for f in frames)
+
+
+def test_idle_decoders_sharing_a_staging_area_hold_no_buffer() -> None:
+    shared = FrameDecoder.new_staging()
+    tracemalloc.start()
+    try:
+        decoders = [FrameDecoder(1 << 20, shared_staging=shared) for _ in range(200)]
+        for decoder in decoders:
+            assert [bytes(f) for f in decoder.feed(frame(b"request"))] == [b"request"]
+        # A partial frame takes a staging area of its own only until it completes.
+        decoders[0].feed(frame(b"x" * 100)[:50])
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # 200 private staging areas would be 200 x 64 KiB.
+    assert held < 4 * FrameDecoder.STAGING_BYTES
+    assert [bytes(f) for f in decoders[0].feed(frame(b"x" * 100)[50:])] == [b"x" * 100]
 
 
 def test_large_payload_is_read_straight_into_its_own_writable_buffers() -> None:
