@@ -1,6 +1,6 @@
 """Transactions with confluent-kafka (librdkafka): commit and abort, read_committed and
 read_uncommitted consumers, fencing, and an exactly-once consume-transform-produce loop that
-survives being SIGKILLed."""
+survives being SIGKILLed; and the transactional producers of kafka-python and aiokafka."""
 
 import random
 import signal
@@ -9,7 +9,10 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.structs import TopicPartition as AIOTopicPartition
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from kafka import KafkaProducer
 
 from compat_tests.eos_support import committed_offsets, end_offsets, read_values, start_worker
 
@@ -113,3 +116,54 @@ def test_exactly_once_loop_survives_sigkill(
     assert set(everything) == set(expected)
     print(f"records in the output log: {len(everything)}, committed: {len(output)}")
     assert committed_offsets(bootstrap, group, source, partitions) == end_offsets(total, partitions)
+
+
+def test_kafka_python_transactional_producer(
+    bootstrap: str, create_topic: Callable[..., str]
+) -> None:
+    topic = create_topic()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{topic}-tx")
+    producer.init_transactions()
+    for n, commit in enumerate((True, False, True)):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.send(topic, value=f"{n}-{i}".encode(), partition=0)
+        producer.flush()
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+    producer.close()
+    committed = [f"{n}-{i}".encode() for n in (0, 2) for i in range(5)]
+    assert read_values(bootstrap, topic, 1, "read_committed", 10) == committed
+    assert len(read_values(bootstrap, topic, 1, "read_uncommitted", 15)) == 15
+
+
+async def test_aiokafka_transactions_with_offsets(
+    bootstrap: str, create_topic: Callable[..., str]
+) -> None:
+    source, sink = create_topic(), create_topic()
+    group = f"{source}-group"
+    seed = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        seed.produce(source, value=b"in-%d" % i, partition=0)
+    assert seed.flush(30) == 0
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{source}-tx")
+    await producer.start()
+    try:
+        # Committed with the first five offsets, then aborted with the next five.
+        for first, commit in ((0, True), (5, False)):
+            await producer.begin_transaction()
+            for i in range(first, first + 5):
+                await producer.send_and_wait(sink, b"OUT-%d" % i, partition=0)
+            await producer.send_offsets_to_transaction(
+                {AIOTopicPartition(source, 0): first + 5}, group
+            )
+            if commit:
+                await producer.commit_transaction()
+            else:
+                await producer.abort_transaction()
+    finally:
+        await producer.stop()
+    assert read_values(bootstrap, sink, 1, "read_committed", 5) == [b"OUT-%d" % i for i in range(5)]
+    assert committed_offsets(bootstrap, group, source, 1) == [5]
