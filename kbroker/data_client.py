@@ -50,6 +50,7 @@ from wire.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from wire.messages.request_header import RequestHeader
 from wire.records.batch import read_header
+from wire.records.isolation import AbortedFilter
 from wire.records.record import Record, build_batch, decode_records, iter_entries
 
 Address = tuple[str, int]
@@ -58,6 +59,9 @@ TopicPartition = tuple[str, int]
 # ListOffsets special timestamps (protocol guide, ListOffsets).
 LATEST = -1
 EARLIEST = -2
+# Fetch and ListOffsets isolation levels (KIP-98).
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 # ConsumerRecord timestamp types as the Java client numbers them (Spark's timestampType).
 NO_TIMESTAMP_TYPE = -1
@@ -376,19 +380,30 @@ class DataClient:
     # -- offsets -------------------------------------------------------------------------
 
     def list_offsets(
-        self, partitions: Iterable[TopicPartition], timestamp: int
+        self,
+        partitions: Iterable[TopicPartition],
+        timestamp: int,
+        *,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> dict[TopicPartition, int]:
         """Per partition: the first offset whose timestamp is >= ``timestamp`` (ms), or the
-        log end offset for LATEST, or the log start offset for EARLIEST. -1 where no record
-        is that recent."""
+        log end offset for LATEST (the last stable offset at READ_COMMITTED), or the log
+        start offset for EARLIEST. -1 where no record is that recent."""
         found: dict[TopicPartition, int] = {}
         for tp in sorted(set(partitions)):
-            found[tp] = self._with_leader(tp, lambda c, tp=tp: self._list_one(c, tp, timestamp))
+            found[tp] = self._with_leader(
+                tp, lambda c, tp=tp: self._list_one(c, tp, timestamp, isolation_level)
+            )
         return found
 
-    def _list_one(self, connection: Connection, tp: TopicPartition, timestamp: int) -> int:
+    def _list_one(
+        self, connection: Connection, tp: TopicPartition, timestamp: int, isolation_level: int
+    ) -> int:
+        if isolation_level != READ_UNCOMMITTED and connection.version(ApiKey.LIST_OFFSETS) < 2:
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "read_committed needs ListOffsets v2")
         request = ListOffsetsRequest(
             replica_id=-1,
+            isolation_level=isolation_level,
             topics=[
                 ListOffsetsTopic(
                     name=tp[0],
@@ -413,22 +428,32 @@ class DataClient:
         *,
         max_bytes: int = 1 << 20,
         max_wait_ms: int = 0,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> FetchResult:
-        """Records of one partition from ``offset`` on (read_uncommitted, below the high
-        watermark). Raises KafkaError(OFFSET_OUT_OF_RANGE) outside the log."""
+        """Records of one partition from ``offset`` on: below the high watermark, or at
+        READ_COMMITTED below the last stable offset and without the records of aborted
+        transactions. Raises KafkaError(OFFSET_OUT_OF_RANGE) outside the log."""
         return self._with_leader(  # type: ignore[no-any-return]
-            tp, lambda c: self._fetch_one(c, tp, offset, max_bytes, max_wait_ms)
+            tp, lambda c: self._fetch_one(c, tp, offset, max_bytes, max_wait_ms, isolation_level)
         )
 
     def _fetch_one(
-        self, connection: Connection, tp: TopicPartition, offset: int, max_bytes: int, wait: int
+        self,
+        connection: Connection,
+        tp: TopicPartition,
+        offset: int,
+        max_bytes: int,
+        wait: int,
+        isolation_level: int,
     ) -> FetchResult:
+        if isolation_level != READ_UNCOMMITTED and connection.version(ApiKey.FETCH) < 4:
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "read_committed needs Fetch v4")
         request = FetchRequest(
             replica_id=-1,
             max_wait_ms=wait,
             min_bytes=1,
             max_bytes=max_bytes,
-            isolation_level=0,
+            isolation_level=isolation_level,
             topics=[
                 FetchTopic(
                     topic=tp[0],
@@ -449,7 +474,12 @@ class DataClient:
                     raise KafkaError(
                         ErrorCode(p.error_code), f"fetch {tp[0]}-{tp[1]} at offset {offset}"
                     )
-                records, next_offset = _decode_fetched(p.records or b"", offset)
+                aborted = (
+                    AbortedFilter((a.producer_id, a.first_offset) for a in p.aborted_transactions)
+                    if isolation_level != READ_UNCOMMITTED and p.aborted_transactions
+                    else None
+                )
+                records, next_offset = _decode_fetched(p.records or b"", offset, aborted)
                 return FetchResult(records, p.high_watermark, p.log_start_offset, next_offset)
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
 
@@ -524,9 +554,12 @@ class DataClient:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
 
 
-def _decode_fetched(buf: bytes | memoryview, offset: int) -> tuple[list[FetchedRecord], int]:
+def _decode_fetched(
+    buf: bytes | memoryview, offset: int, aborted: AbortedFilter | None = None
+) -> tuple[list[FetchedRecord], int]:
     """Records at or past ``offset`` from a Fetch's record set, and the next fetch offset.
-    Control batches are skipped; a trailing partial entry is left for the next fetch."""
+    Control batches are skipped, and with `aborted` the batches of aborted transactions; a
+    trailing partial entry is left for the next fetch."""
     view = memoryview(buf)
     out: list[FetchedRecord] = []
     next_offset = offset
@@ -535,6 +568,8 @@ def _decode_fetched(buf: bytes | memoryview, offset: int) -> tuple[list[FetchedR
         if magic == 2:
             header = read_header(entry)
             next_offset = max(next_offset, header.next_offset)
+            if aborted is not None and aborted.drop(header, entry):
+                continue
             if header.is_control:
                 continue
             timestamp_type = LOG_APPEND_TIME if header.timestamp_type else CREATE_TIME

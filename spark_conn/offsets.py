@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kbroker.data_client import EARLIEST, LATEST, DataClient
+from kbroker.data_client import (
+    EARLIEST,
+    LATEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    DataClient,
+)
 from spark_conn.options import OffsetSpec, OptionError, SourceOptions
 
 TopicPartition = tuple[str, int]
@@ -86,8 +92,12 @@ class OffsetReader:
         return self.client.list_offsets(tps, EARLIEST) if tps else {}
 
     def latest(self, tps: list[TopicPartition]) -> Offsets:
-        """The log end offset (high watermark) of each partition."""
-        return self.client.list_offsets(tps, LATEST) if tps else {}
+        """The log end offset (high watermark) of each partition; with read_committed, the
+        last stable offset, which no open transaction is below."""
+        if not tps:
+            return {}
+        isolation = READ_COMMITTED if self.options.read_committed else READ_UNCOMMITTED
+        return self.client.list_offsets(tps, LATEST, isolation_level=isolation)
 
     def resolve(self, spec: OffsetSpec, tps: list[TopicPartition], what: str) -> Offsets:
         """Concrete offsets of ``tps`` for a starting or ending spec."""

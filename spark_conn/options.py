@@ -20,6 +20,9 @@ They are the options of Spark's Kafka source and sink, with the same names and m
   (deleted by retention or DeleteRecords) instead of skipping them.
 - ``kafkaConsumer.pollTimeoutMs`` (default 120000): how long a task waits for a partition to
   deliver the records it was planned to read.
+- ``kafka.isolation.level``: ``read_uncommitted`` (default) or ``read_committed``, as for a
+  Kafka consumer: then reads end at the last stable offset and leave out the records of
+  aborted transactions (and of those still open).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class SourceOptions:
     include_headers: bool
     fail_on_data_loss: bool
     poll_timeout_ms: int
+    read_committed: bool = False
 
     def matches(self, topic: str) -> bool:
         """Whether a topic (of a Metadata answer) is one this read is about."""
@@ -192,6 +196,10 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         if max_per_trigger <= 0:
             raise OptionError("maxOffsetsPerTrigger must be a positive integer")
 
+    isolation = o.get("kafka.isolation.level", "read_uncommitted").strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise OptionError("kafka.isolation.level must be read_uncommitted or read_committed")
+
     try:
         poll_timeout_ms = int(o.get("kafkaconsumer.polltimeoutms", "120000"))
     except ValueError as exc:
@@ -209,4 +217,5 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         include_headers=_bool(o.get("includeheaders", "false"), "includeHeaders"),
         fail_on_data_loss=_bool(o.get("failondataloss", "true"), "failOnDataLoss"),
         poll_timeout_ms=poll_timeout_ms,
+        read_committed=isolation == "read_committed",
     )

@@ -36,7 +36,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kbroker.data_client import EARLIEST, DataClient, FetchedRecord
+from kbroker.data_client import (
+    EARLIEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    DataClient,
+    FetchedRecord,
+)
 from spark_conn.offsets import DataLossError, OffsetReader, Offsets, from_json, rate_limit, to_json
 from spark_conn.options import SourceOptions
 from wire.errors import ErrorCode, KafkaError
@@ -100,11 +106,14 @@ def read_range(options: SourceOptions, rng: OffsetRange) -> Iterator[tuple[Any, 
     tp = (rng.topic, rng.partition)
     offset = rng.start
     timeout = options.poll_timeout_ms / 1000
+    isolation = READ_COMMITTED if options.read_committed else READ_UNCOMMITTED
     with DataClient(options.bootstrap, client_id="kbroker-spark-reader") as client:
         deadline = time.monotonic() + timeout
         while offset < rng.end:
             try:
-                result = client.fetch(tp, offset, max_wait_ms=_FETCH_WAIT_MS)
+                result = client.fetch(
+                    tp, offset, max_wait_ms=_FETCH_WAIT_MS, isolation_level=isolation
+                )
             except KafkaError as exc:
                 if exc.code != ErrorCode.OFFSET_OUT_OF_RANGE:
                     raise

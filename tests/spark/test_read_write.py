@@ -135,3 +135,35 @@ def test_writing_to_a_partition_that_does_not_exist_fails(
             .mode("append")
             .save()
         )
+
+
+def test_read_committed_leaves_out_aborted_and_open_transactions(
+    spark: Any, broker: Any, unique: str
+) -> None:
+    from confluent_kafka import Producer
+
+    make_topic(broker.bootstrap, unique, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique})
+    producer.init_transactions(30)
+    for n, commit in enumerate((True, False, True)):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(unique, value=b"%d-%d" % (n, i), partition=0)
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    # A transaction left open: read_committed stops before it (the last stable offset).
+    producer.begin_transaction()
+    producer.produce(unique, value=b"open", partition=0)
+    producer.flush(30)
+
+    def values(**options: str) -> list[bytes]:
+        df = _read(spark, broker.bootstrap, subscribe=unique, **options)
+        return [bytes(r.value) for r in df.orderBy("offset").collect()]
+
+    committed = values(**{"kafka.isolation.level": "read_committed"})
+    assert committed == [b"0-0", b"0-1", b"0-2", b"2-0", b"2-1", b"2-2"]
+    everything = values()
+    assert everything == committed[:3] + [b"1-0", b"1-1", b"1-2"] + committed[3:] + [b"open"]
+    producer.abort_transaction(30)
+    with pytest.raises(Exception, match="kafka.isolation.level"):
+        values(**{"kafka.isolation.level": "serializable"})
