@@ -40,6 +40,7 @@ from wire.messages.delete_records_request import (
     DeleteRecordsTopic,
 )
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from wire.messages.find_coordinator_request import FindCoordinatorRequest
 from wire.messages.init_producer_id_request import InitProducerIdRequest
 from wire.messages.list_offsets_request import (
     ListOffsetsPartition,
@@ -84,8 +85,16 @@ _VERSION_CAPS: dict[int, tuple[int, int]] = {
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.CREATE_TOPICS: (0, 7),
     ApiKey.DELETE_RECORDS: (0, 2),
+    # v4 and later are the brokers' own batched form (KIP-890).
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
 }
 
+# FindCoordinator answers that mean "ask again shortly".
+COORDINATOR_RETRY = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+}
 # Errors after which the partition's leader is looked up again and the request re-sent.
 _REFRESH_ERRORS = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -292,6 +301,30 @@ class DataClient:
             for p in topic.partitions:
                 self._leaders[(name, p.partition_index)] = p.leader_id
         return found
+
+    def coordinator(self, key: str, key_type: int) -> Connection:
+        """The coordinator of a group (key type 0) or transactional id (1), by
+        FindCoordinator, asked again while it loads or moves until the client's timeout."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            connection = self._any_connection()
+            version = connection.version(ApiKey.FIND_COORDINATOR)
+            if version >= 4:
+                request = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+            else:
+                request = FindCoordinatorRequest(key=key, key_type=key_type)
+            response = connection.call(ApiKey.FIND_COORDINATOR, version, request)
+            answer = response.coordinators[0] if version >= 4 else response
+            if answer.error_code == ErrorCode.NONE:
+                return self._connection((answer.host, answer.port))
+            if answer.error_code not in COORDINATOR_RETRY or time.monotonic() > deadline:
+                raise KafkaError(ErrorCode(answer.error_code), f"no coordinator for {key!r}")
+            time.sleep(RETRY_BACKOFF_SECONDS)
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a request, with its retries, may take."""
+        return self._timeout
 
     def _leader(self, tp: TopicPartition) -> Connection:
         if tp not in self._leaders or self._leaders[tp] not in self._brokers:
@@ -524,15 +557,30 @@ class DataClient:
             )
         else:
             batch = build_batch(renumbered, compression=compression)
-        base = int(self._with_leader(tp, lambda c: self._produce_one(c, tp, batch)))
+        base = self.produce_batch(tp, batch)
         if idempotent:
             # Sequences wrap at int32 max (KIP-98).
             self._sequences[tp] = (sequence + len(records)) & 0x7FFFFFFF
         return base
 
-    def _produce_one(self, connection: Connection, tp: TopicPartition, batch: bytes) -> int:
+    def produce_batch(
+        self, tp: TopicPartition, batch: bytes, *, transactional_id: str | None = None
+    ) -> int:
+        """Append one record batch built by the caller (acks=all); returns its base offset.
+        A transactional batch names its transactional id."""
+        return int(
+            self._with_leader(tp, lambda c: self._produce_one(c, tp, batch, transactional_id))
+        )
+
+    def _produce_one(
+        self,
+        connection: Connection,
+        tp: TopicPartition,
+        batch: bytes,
+        transactional_id: str | None,
+    ) -> int:
         request = ProduceRequest(
-            transactional_id=None,
+            transactional_id=transactional_id,
             acks=-1,
             timeout_ms=int(self._timeout * 1000),
             topic_data=[

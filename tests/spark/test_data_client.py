@@ -6,7 +6,19 @@ from typing import Any
 
 import pytest
 
-from kbroker.data_client import EARLIEST, LATEST, DataClient, parse_bootstrap
+from kbroker.data_client import (
+    EARLIEST,
+    LATEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    DataClient,
+    parse_bootstrap,
+)
+from kbroker.transactional_producer import (
+    TransactionalProducer,
+    end_transaction,
+    transaction_state,
+)
 from tests.spark.helpers import BASE_TS, make_topic, produce_values
 from wire.errors import ErrorCode, KafkaError
 from wire.records.record import Record
@@ -54,3 +66,59 @@ def test_a_resent_batch_is_appended_once(broker: Any, unique: str) -> None:
         assert client.list_offsets([tp], LATEST) == {tp: 2}
         assert client.produce(tp, [Record(0, BASE_TS, None, b"next")]) == 2
         assert [r.value for r in client.fetch(tp, 0).records] == [b"once", b"twice?", b"next"]
+
+
+def test_transactions_ended_by_another_client(broker: Any, unique: str) -> None:
+    """The sink's two-phase commit: one client writes in a transaction, another ends it
+    knowing only the handle; read_committed sees exactly the committed records."""
+    make_topic(broker.bootstrap, unique, 2)
+    tps = [(unique, 0), (unique, 1)]
+    with DataClient(broker.bootstrap) as writer_client, DataClient(broker.bootstrap) as driver:
+        assert transaction_state(driver, unique + "-tx") is None
+        writer = TransactionalProducer(writer_client, unique + "-tx", 60_000)
+        for commit in (True, False):
+            writer.init()
+            for tp in tps:
+                writer.produce(
+                    tp,
+                    [
+                        Record(0, BASE_TS, None, b"%s-%d" % (str(commit).encode(), i))
+                        for i in range(3)
+                    ],
+                )
+            assert writer.partitions == frozenset(tps)
+            assert transaction_state(driver, unique + "-tx") == "Ongoing"
+            # Read_committed stops at the open transaction (the last stable offset).
+            assert driver.list_offsets(tps, LATEST, isolation_level=READ_COMMITTED) == {
+                tp: 4 if not commit else 0 for tp in tps
+            }
+            end_transaction(driver, writer.handle, commit=commit)
+            # EndTxn is answered once the decision is logged; the markers follow.
+            decided = (
+                ("PrepareCommit", "CompleteCommit") if commit else ("PrepareAbort", "CompleteAbort")
+            )
+            assert transaction_state(driver, unique + "-tx") in decided
+        # A third transaction left open is aborted by the next init (the producer fenced).
+        writer.init()
+        writer.produce(tps[0], [Record(0, BASE_TS, None, b"left-open")])
+        stale = writer.handle
+        writer.init()
+        with pytest.raises(KafkaError) as fenced:
+            end_transaction(driver, stale, commit=True)
+        assert fenced.value.code == ErrorCode.PRODUCER_FENCED
+        for tp in tps:
+            committed = _values(driver, tp, READ_COMMITTED)
+            assert committed == [b"True-0", b"True-1", b"True-2"]
+            assert len(_values(driver, tp, READ_UNCOMMITTED)) == 6 + (1 if tp == tps[0] else 0)
+
+
+def _values(client: DataClient, tp: tuple[str, int], isolation_level: int) -> list[bytes | None]:
+    """Every value of a partition at an isolation level (a fetch stops at a segment's end)."""
+    values: list[bytes | None] = []
+    offset = 0
+    while True:
+        result = client.fetch(tp, offset, isolation_level=isolation_level)
+        values += [r.value for r in result.records]
+        if result.next_offset == offset:
+            return values
+        offset = result.next_offset
