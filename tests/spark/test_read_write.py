@@ -167,3 +167,38 @@ def test_read_committed_leaves_out_aborted_and_open_transactions(
     producer.abort_transaction(30)
     with pytest.raises(Exception, match="kafka.isolation.level"):
         values(**{"kafka.isolation.level": "serializable"})
+
+
+def test_transactional_batch_write(spark: Any, broker: Any, unique: str) -> None:
+    """df.write with kafka.transactional.id: every task's records in a transaction the
+    driver commits once all tasks wrote; nothing is left open or aborted."""
+    make_topic(broker.bootstrap, unique, 2)
+    rows = [(f"k{i}", f"v{i}") for i in range(40)]
+    df = spark.createDataFrame(rows, ["key", "value"]).repartition(4)
+    (
+        df.write.format("kbroker")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", unique)
+        .option("kafka.transactional.id", unique)
+        .mode("append")
+        .save()
+    )
+    committed = _read(
+        spark, broker.bootstrap, subscribe=unique, **{"kafka.isolation.level": "read_committed"}
+    )
+    assert sorted(bytes(r.value).decode() for r in committed.collect()) == sorted(
+        v for _, v in rows
+    )
+    with DataClient(broker.bootstrap) as client:
+        tps = [(unique, 0), (unique, 1)]
+        # Each partition ends with commit markers: the last stable offset is the end.
+        assert client.list_offsets(tps, -1, isolation_level=1) == client.list_offsets(tps, -1)
+    with pytest.raises(Exception, match="kafka.transaction.timeout.ms"):
+        (
+            df.write.format("kbroker")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("topic", unique)
+            .option("kafka.transaction.timeout.ms", "soon")
+            .mode("append")
+            .save()
+        )

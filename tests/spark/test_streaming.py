@@ -148,3 +148,64 @@ def test_streaming_write_to_a_topic(spark: Any, broker: Any, unique: str, tmp_pa
         .collect()
     )
     assert sorted(bytes(r.value) for r in back) == sorted(v.upper() for v in produced.values())
+
+
+def _write_stream(
+    spark: Any, broker: Any, source: str, sink: str, ckpt: Path, **sink_options: str
+) -> None:
+    """Copy `source` to `sink` in micro-batches of at most 10 records, everything available."""
+    writer = (
+        _stream(spark, broker.bootstrap, source, maxOffsetsPerTrigger="10")
+        .selectExpr("key", "upper(cast(value as string)) as value")
+        .writeStream.format("kbroker")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", str(ckpt))
+    )
+    for name, value in sink_options.items():
+        writer = writer.option(name, value)
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination(180)
+    assert query.exception() is None
+
+
+def _sink_values(spark: Any, broker: Any, sink: str, isolation: str) -> list[bytes]:
+    df = (
+        spark.read.format("kbroker")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", sink)
+        .option("kafka.isolation.level", isolation)
+        .load()
+    )
+    return sorted(bytes(r.value) for r in df.collect())
+
+
+@pytest.mark.parametrize("exactly_once", [True, False], ids=["transactional", "at-least-once"])
+def test_rerun_micro_batch_writes_once_with_transactions(
+    spark: Any, broker: Any, unique: str, tmp_path: Path, exactly_once: bool
+) -> None:
+    """A micro-batch Spark runs again because its commit never reached the checkpoint (the
+    driver died after the sink committed): the transactional sink finds its transactions
+    committed and writes nothing again; the at-least-once sink duplicates the batch."""
+    source, sink = unique, unique + "-out"
+    make_topic(broker.bootstrap, source, 2)
+    make_topic(broker.bootstrap, sink, 2)
+    produced = produce_values(broker.bootstrap, source, 2, 10)
+    expected = sorted(v.upper() for v in produced.values())
+    ckpt = tmp_path / "ckpt"
+    options = {"kafka.transactional.id": unique} if exactly_once else {}
+    _write_stream(spark, broker, source, sink, ckpt, **options)
+    assert _sink_values(spark, broker, sink, "read_committed") == expected
+    # The second (last) micro-batch loses its commit: Spark runs it again.
+    commits = ckpt / "commits"
+    assert sorted(p.name for p in commits.iterdir() if p.name.isdigit()) == ["0", "1"]
+    (commits / "1").unlink()
+    (commits / ".1.crc").unlink(missing_ok=True)
+    _write_stream(spark, broker, source, sink, ckpt, **options)
+    assert sorted(p.name for p in commits.iterdir() if p.name.isdigit()) == ["0", "1"]
+    again = _sink_values(spark, broker, sink, "read_committed")
+    if exactly_once:
+        assert again == expected
+        assert _sink_values(spark, broker, sink, "read_uncommitted") == expected
+    else:
+        assert len(again) == len(expected) + 10
