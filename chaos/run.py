@@ -28,6 +28,7 @@ from typing import Any
 
 from chaos.checker import aggregate, check
 from chaos.schedule import KINDS, Fault, make_schedule
+from kbroker.broker import EXIT_LOG_DIRS_FAILED
 from tests.cluster.local_cluster import FAST_FAILOVER
 from tests.ops.compose_emulation import (
     REPO,
@@ -64,6 +65,8 @@ class ChaosCluster:
         self.mounts: list[Path] = []
         self.partitioned: set[str] = set()
         self.unexpected_exits: list[str] = []
+        # Brokers that shut down because their log directory failed, restarted once freed.
+        self.disk_restarts: list[str] = []
 
     def address(self, host: str) -> str:
         return self.net.hosts[host][1]
@@ -165,7 +168,15 @@ class ChaosCluster:
                     raise
 
     def free(self, broker: str) -> None:
+        """Give the space back; a broker that shut down because its only log directory
+        failed (KIP-112) is started again, as its supervisor would."""
         (self.log_dir(broker) / "filler").unlink(missing_ok=True)
+        proc = self.net.processes.get(broker)
+        if proc is not None and proc.poll() == EXIT_LOG_DIRS_FAILED:
+            self.disk_restarts.append(broker)
+            print(f"  .. {broker} had shut down on its full disk; restarting", flush=True)
+            self.net.processes.pop(broker)
+            self.start_broker(broker)
 
     def check_alive(self) -> None:
         """Restart (and record) any broker that exited by itself."""
@@ -268,7 +279,11 @@ def run_schedule(
     out.write_text(json.dumps(history))
     summary = check(history).summary()
     summary.update(
-        seed=seed, acks=acks, faults=_counts(schedule), unexpected_exits=cluster.unexpected_exits
+        seed=seed,
+        acks=acks,
+        faults=_counts(schedule),
+        unexpected_exits=cluster.unexpected_exits,
+        disk_restarts=cluster.disk_restarts,
     )
     return summary
 

@@ -20,6 +20,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from controller.embedded import EmbeddedMetadata
 from controller.interface import Endpoint, MetadataBackend, TopicInfo
@@ -51,6 +52,8 @@ log = logging.getLogger(__name__)
 
 # How often logs with a flush.ms setting are checked.
 FLUSH_CHECK_SECONDS = 1.0
+# The exit status of a broker that shut down because every log directory failed.
+EXIT_LOG_DIRS_FAILED = 1
 
 
 def _positive_or_none(value: int) -> int | None:
@@ -125,6 +128,7 @@ class Broker:
             address_of=self._address_of,
             isr_writer=self.zk,
             clock=clock,
+            on_storage_error=self._replica_storage_failed,
         )
         # Every partition replica hosted here, leader or follower.
         self.partitions: dict[tuple[str, int], Partition] = self.replica_manager.partitions
@@ -151,9 +155,35 @@ class Broker:
         # The Prometheus endpoint, when metrics.port is set (kbroker/metrics.py).
         self.metrics_server: MetricsServer | None = None
         self._stopped = False
+        # Set when the broker must stop by itself (every log directory failed); serve()
+        # then shuts down as on SIGTERM and exits with EXIT_LOG_DIRS_FAILED.
+        self.stop_requested = asyncio.Event()
         # Bound ports: the first listener's, and every listener's by name.
         self.port = 0
         self.ports: dict[str, int] = {}
+
+    def log_dir_failed(self, log_dir: Path, exc: OSError) -> None:
+        """A write to `log_dir` failed (ENOSPC, EIO, ...): as Kafka does (KIP-112), the
+        directory goes offline and its replicas with it: their clients get
+        KAFKA_STORAGE_ERROR and look elsewhere. With no directory left the broker shuts
+        down (controlled shutdown first, so leadership moves in a cluster); after space
+        returns, a restart recovers the directory's logs."""
+        if log_dir not in self.logs.dirs:
+            return  # offline already: the first failure was logged
+        lost = self.logs.mark_offline(log_dir)
+        log.error(
+            "log directory %s failed (%s): %d replica(s) there are offline (KIP-112)",
+            log_dir,
+            exc.strerror or exc,
+            len(lost),
+        )
+        self.replica_manager.take_offline(lost)
+        if not self.logs.dirs and not self.stop_requested.is_set():
+            log.error("every log directory has failed: shutting down")
+            self.stop_requested.set()
+
+    def _replica_storage_failed(self, key: tuple[str, int], exc: OSError) -> None:
+        self.log_dir_failed(self.logs.dir_of(*key).parent, exc)
 
     def _ip_creation_rate(self, ip: str) -> float | None:
         """The connection_creation_rate client quota of an address, or of the default IP."""
@@ -282,19 +312,21 @@ class Broker:
             self.logs.flush_due()
 
 
-async def serve(config: BrokerConfig) -> None:
-    """Run a broker until SIGINT or SIGTERM, then shut it down gracefully."""
+async def serve(config: BrokerConfig) -> int:
+    """Run a broker until SIGINT or SIGTERM, or until it must stop by itself, then shut it
+    down gracefully; the process's exit status."""
     broker = Broker(config)
-    stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopping.set)
+        loop.add_signal_handler(signum, broker.stop_requested.set)
     await broker.start()
     try:
-        await stopping.wait()
+        await broker.stop_requested.wait()
     finally:
         await broker.stop()
+    # Non-zero after a storage failure, so a supervisor restarts it (once space returns).
+    return EXIT_LOG_DIRS_FAILED if not broker.logs.dirs else 0
 
 
-def run_broker(config: BrokerConfig) -> None:
-    asyncio.run(serve(config))
+def run_broker(config: BrokerConfig) -> int:
+    return asyncio.run(serve(config))

@@ -70,14 +70,14 @@ def _start(args: argparse.Namespace) -> int:
     from kbroker.broker import run_broker
 
     try:
-        run_broker(config)
+        status = run_broker(config)
     except ConfigError as e:
         print(f"kbroker: configuration error: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     except MetadataStoreError as e:
         print(f"kbroker: cannot start: {e}", file=sys.stderr)
         return EXIT_START_FAILED
-    return 0
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> None:

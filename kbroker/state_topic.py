@@ -312,6 +312,11 @@ class StateTopic:
         except KafkaError as exc:
             log.warning("write to %s-%d failed: %s", self.name, index, exc)
             return exc.code
+        except OSError as exc:
+            # The log directory refused the write: it goes offline (KIP-112), and the
+            # coordinator answers as for any storage error.
+            self._broker.log_dir_failed(partition.log.directory.parent, exc)
+            return ErrorCode.KAFKA_STORAGE_ERROR
         return partition, result.last_offset
 
     def start_write(

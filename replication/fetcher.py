@@ -69,6 +69,8 @@ class FollowerHost(Protocol):
 
     def address_of(self, broker_id: int) -> tuple[str, int] | None: ...
 
+    def storage_failed(self, key: TopicPartition, exc: OSError) -> None: ...
+
 
 def complete_batches(records: memoryview | bytes | None) -> bytes:
     """The whole batches at the start of ``records`` (a response may end in a partial one)."""
@@ -261,9 +263,14 @@ class LeaderFetcher:
                 if partition.leader_epoch != epoch or self._following(key) is None:
                     continue
                 if data.error_code == ErrorCode.NONE:
-                    partition.append_as_follower(
-                        complete_batches(data.records), data.high_watermark
-                    )
+                    try:
+                        partition.append_as_follower(
+                            complete_batches(data.records), data.high_watermark
+                        )
+                    except OSError as exc:
+                        # Our log directory refused the write, not the network: the
+                        # replica goes offline (KIP-112) rather than being fetched again.
+                        self._host.storage_failed(key, exc)
                 elif data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     self._out_of_range(key, partition, data.log_start_offset)
                 else:

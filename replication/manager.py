@@ -59,6 +59,7 @@ class ReplicaManager:
         address_of: Callable[[int], tuple[str, int] | None],
         isr_writer: IsrWriter | None,
         clock: Callable[[], float],
+        on_storage_error: Callable[[TopicPartition, OSError], None] = lambda _key, _exc: None,
     ) -> None:
         self.broker_id = broker_id
         self._logs = logs
@@ -76,6 +77,10 @@ class ReplicaManager:
         # Background tasks (fetcher stops, ISR writes), kept so they are not collected early.
         self._background: set[asyncio.Task[None]] = set()
         self._checkpointed: dict[TopicPartition, int] = {}
+        self._on_storage_error = on_storage_error
+        # Replicas whose log directory failed (KIP-112): not served, not followed, not
+        # recreated, until the broker restarts.
+        self.offline: set[TopicPartition] = set()
 
     def _now_ms(self) -> float:
         return self._clock() * 1000
@@ -85,6 +90,19 @@ class ReplicaManager:
 
     def replica(self, key: TopicPartition) -> Partition | None:
         return self.partitions.get(key)
+
+    def storage_failed(self, key: TopicPartition, exc: OSError) -> None:
+        """A write to this replica's log failed (a follower's append, say)."""
+        self._on_storage_error(key, exc)
+
+    def take_offline(self, keys: list[TopicPartition]) -> None:
+        """Stop serving and following replicas whose log directory failed."""
+        for key in keys:
+            if key in self.partitions:
+                self._unfollow(key)
+                del self.partitions[key]
+            self.offline.add(key)
+            self._notify(key)
 
     def leader(self, topic: str, index: int) -> Partition | None:
         """The partition if this broker leads it."""
@@ -137,6 +155,8 @@ class ReplicaManager:
         now_ms = self._now_ms()
         for info in topic.partitions:
             key = (topic.name, info.partition)
+            if key in self.offline:
+                continue
             if self.broker_id not in info.replicas:
                 if key in self.partitions:
                     self._drop(key, delete=True)

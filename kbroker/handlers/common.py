@@ -31,6 +31,9 @@ def leader_partition(broker: Broker, topic: str, index: int) -> Partition:
     partition = broker.partition(topic, index)
     if partition is not None:
         return partition
+    if (topic, index) in broker.replica_manager.offline:
+        # Its log directory failed (KIP-112): the client retries, finding a new leader.
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)
     info = broker.metadata.topic(topic)
     if info is None or not 0 <= index < len(info.partitions):
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

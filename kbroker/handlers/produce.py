@@ -25,7 +25,6 @@ INVALID_TXN_STATE.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from kbroker.acks_all import await_replication, check_min_insync
@@ -66,8 +65,6 @@ VALID_ACKS = (-1, 0, 1)
 # The first Produce version whose batches must be RecordBatch v2 (KIP-98).
 FIRST_V2_ONLY_VERSION = 3
 LOG_APPEND_TIME = "LogAppendTime"
-
-log = logging.getLogger(__name__)
 
 
 def _append(
@@ -166,9 +163,10 @@ async def handle_produce(
                     response, last_offset = _append(broker, partition, data.records, acks, version)
                 except OSError as exc:
                     # A write the log directory refused (ENOSPC, EIO): the segment was cut
-                    # back to its last whole batch; the client is told as Kafka tells it
-                    # (KIP-112) and retries, and every other partition keeps being served.
-                    log.warning("append to %s-%d failed: %s", topic.name, data.index, exc.strerror)
+                    # back to its last whole batch, the directory goes offline (KIP-112),
+                    # the client is told KAFKA_STORAGE_ERROR and looks for another leader,
+                    # and every partition elsewhere keeps being served.
+                    broker.log_dir_failed(partition.log.directory.parent, exc)
                     raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
                 partitions.append(response)
                 if acks == -1:

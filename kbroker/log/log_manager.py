@@ -95,7 +95,9 @@ class LogManager:
         (defaults to Kafka's defaults; `get_or_create` with a config updates it)."""
         if not log_dirs:
             raise ValueError("at least one log directory is required")
+        # The online log directories; one whose writes failed moves to offline_dirs.
         self._dirs = [Path(d) for d in log_dirs]
+        self.offline_dirs: list[Path] = []
         self._clock = clock
         self._config_for = config_for or (lambda _topic, _partition: LogConfig())
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -186,6 +188,20 @@ class LogManager:
         os.rename(plog.directory, doomed)
         fsync_dir(doomed.parent)
         shutil.rmtree(doomed, ignore_errors=True)
+
+    def mark_offline(self, log_dir: Path) -> list[TopicPartition]:
+        """Take a log directory whose writes fail out of service (KIP-112): its logs are
+        closed without another write and forgotten, and nothing more is written there (no
+        checkpoint, no clean-shutdown marker, so the next start recovers its logs). Returns
+        the partitions that were there."""
+        if log_dir not in self._dirs:
+            return []
+        self._dirs.remove(log_dir)
+        self.offline_dirs.append(log_dir)
+        lost = [tp for tp, plog in self._logs.items() if plog.directory.parent == log_dir]
+        for tp in lost:
+            self._logs.pop(tp).abandon()
+        return lost
 
     def flush_due(self) -> None:
         """Periodic duty: flush the logs whose flush.ms elapsed, unlink `.deleted` files

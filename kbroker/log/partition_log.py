@@ -32,6 +32,7 @@ Not thread-safe: one owner (the broker's event loop) calls it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -741,6 +742,15 @@ class PartitionLog:
         for segment in self._segments:
             segment.close()
         self._close_retired(force=True)
+
+    def abandon(self) -> None:
+        """Close the files without writing anything more: the log's directory failed
+        (KIP-112), and the next start recovers the log from what reached the disk."""
+        for segment in self._segments:
+            with contextlib.suppress(OSError):
+                segment.close()
+        with contextlib.suppress(OSError):
+            self._close_retired(force=True)
 
 
 def _is_offset_stem(stem: str) -> bool:

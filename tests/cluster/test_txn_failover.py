@@ -27,9 +27,11 @@ def coordinator_of(cluster: LocalCluster, transactional_id: str) -> int:
     """The broker leading the transactional id's `__transaction_state` partition."""
     partition = partition_for(transactional_id, STATE_PARTITIONS)
     view = wait_for(
-        lambda: (v := partition_view(cluster, "__transaction_state", partition)) is not None
-        and v.leader >= 0
-        and v,
+        lambda: (
+            (v := partition_view(cluster, "__transaction_state", partition)) is not None
+            and v.leader >= 0
+            and v
+        ),
         60,
         "the transaction coordinator",
     )

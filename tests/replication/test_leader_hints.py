@@ -42,6 +42,7 @@ def follower_broker() -> Any:
         fetch_purgatory=Purgatory(),
         clock=lambda: 0.0,
         quotas=QuotaManager(dict, clock=lambda: 0.0),
+        replica_manager=SimpleNamespace(offline=set()),
     )
 
 

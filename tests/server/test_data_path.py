@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import errno
 import time
 
-import pytest
-
 from kbroker.broker import Broker
-from kbroker.log import segment
 from tests.server.conftest import RawClient
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
@@ -251,45 +247,6 @@ async def test_produce_errors(broker: Broker, client: RawClient) -> None:
     assert legacy_in_v3.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
     partition = broker.partition("small", 0)
     assert partition is not None and partition.high_watermark == 0
-
-
-async def test_a_full_disk_is_a_storage_error_and_other_partitions_go_on(
-    broker: Broker, client: RawClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """ENOSPC on append (chaos disk schedules, issue 15): the partition answers
-    KAFKA_STORAGE_ERROR, as Kafka does (KIP-112), instead of the connection being closed,
-    and a partition the write did not touch is served in the same request."""
-    await create_topic(client, "disk", partitions=2)
-    real_write_all = segment.write_all
-    full = broker.partition("disk", 0)
-    assert full is not None
-
-    def refuse_partition_0(fd: int, data: bytes | bytearray | memoryview) -> None:
-        if fd == full.log.active_segment.fd:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real_write_all(fd, data)
-
-    monkeypatch.setattr(segment, "write_all", refuse_partition_0)
-    request = ProduceRequest(
-        acks=1,
-        timeout_ms=5000,
-        topic_data=[
-            TopicProduceData(
-                name="disk",
-                partition_data=[
-                    PartitionProduceData(index=i, records=build_batch(records(0, 1)))
-                    for i in range(2)
-                ],
-            )
-        ],
-    )
-    response = await client.call(ApiKey.PRODUCE, 9, request)
-    codes = [p.error_code for p in response.responses[0].partition_responses]
-    assert codes == [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NONE]
-    monkeypatch.setattr(segment, "write_all", real_write_all)
-    again = await produce(client, "disk", build_batch(records(0, 1)))
-    assert again.responses[0].partition_responses[0].error_code == ErrorCode.NONE
-    assert again.responses[0].partition_responses[0].base_offset == 0
 
 
 async def test_min_insync_replicas_refuses_acks_all(broker: Broker, client: RawClient) -> None:

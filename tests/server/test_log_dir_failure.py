@@ -1,0 +1,165 @@
+"""A log directory that refuses writes goes offline, as in Kafka (KIP-112; the chaos disk
+schedules of issue 15): its partitions answer KAFKA_STORAGE_ERROR, the other directories'
+partitions are served, a broker with no directory left shuts down by itself, and a restart
+after space returns recovers every acknowledged record."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+from pathlib import Path
+
+import pytest
+
+from kbroker.broker import Broker
+from kbroker.log import segment
+from kbroker.log.log_manager import CLEAN_SHUTDOWN_FILE
+from tests.server.conftest import RawClient, broker_config, free_port
+from tests.server.test_data_path import create_topic, fetch, produce, records
+from wire.api_keys import ApiKey
+from wire.errors import ErrorCode
+from wire.messages.offset_commit_request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
+from wire.records.record import build_batch, decode_records
+
+
+def _produce_both(topic: str) -> ProduceRequest:
+    return ProduceRequest(
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            TopicProduceData(
+                name=topic,
+                partition_data=[
+                    PartitionProduceData(index=i, records=build_batch(records(0, 1)))
+                    for i in range(2)
+                ],
+            )
+        ],
+    )
+
+
+def _refuse_writes_to(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch, topic: str, index: int
+) -> None:
+    """The device under one partition's log is full from now on."""
+    full = broker.partition(topic, index)
+    assert full is not None
+    fd = full.log.active_segment.fd
+    real_write_all = segment.write_all
+
+    def refuse(target: int, data: bytes | bytearray | memoryview) -> None:
+        if target == fd:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write_all(target, data)
+
+    monkeypatch.setattr(segment, "write_all", refuse)
+
+
+async def test_the_failed_directory_goes_offline_and_the_other_is_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    config = broker_config(dirs[0], free_port(), log_dirs=",".join(map(str, dirs)))
+    broker = Broker(config)
+    await broker.start()
+    client = await RawClient.connect(broker.port)
+    try:
+        await create_topic(client, "disk", partitions=2)
+        assert {broker.logs.dir_of("disk", i).parent for i in range(2)} == set(dirs)
+        failing = broker.logs.dir_of("disk", 0).parent
+        first = await produce(client, "disk", build_batch(records(0, 3)))
+        assert first.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        _refuse_writes_to(broker, monkeypatch, "disk", 0)
+        response = await client.call(ApiKey.PRODUCE, 9, _produce_both("disk"))
+        codes = [p.error_code for p in response.responses[0].partition_responses]
+        assert codes == [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NONE]
+        assert broker.logs.offline_dirs == [failing]
+        # Offline until the broker restarts, for reads too; the broker itself goes on.
+        monkeypatch.undo()
+        again = await produce(client, "disk", build_batch(records(0, 1)))
+        assert again.responses[0].partition_responses[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        read = await fetch(client, broker, "disk", 0)
+        assert read.responses[0].partitions[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert not broker.stop_requested.is_set()
+    finally:
+        await client.close()
+        await broker.stop()
+    # The failed directory got no clean-shutdown marker: the next start recovers it.
+    assert not (failing / CLEAN_SHUTDOWN_FILE).exists()
+    restarted = Broker(config)
+    await restarted.start()
+    client = await RawClient.connect(restarted.port)
+    try:
+        read = await fetch(client, restarted, "disk", 0)
+        data = read.responses[0].partitions[0]
+        assert data.error_code == ErrorCode.NONE
+        assert [r.offset for r in decode_records(bytes(data.records))] == [0, 1, 2]
+    finally:
+        await client.close()
+        await restarted.stop()
+
+
+async def test_with_no_directory_left_the_broker_shuts_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = Broker(broker_config(tmp_path / "data", free_port()))
+    await broker.start()
+    client = await RawClient.connect(broker.port)
+    try:
+        await create_topic(client, "disk", partitions=2)
+        _refuse_writes_to(broker, monkeypatch, "disk", 0)
+        response = await client.call(ApiKey.PRODUCE, 9, _produce_both("disk"))
+        codes = [p.error_code for p in response.responses[0].partition_responses]
+        assert codes == [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.KAFKA_STORAGE_ERROR]
+        assert broker.stop_requested.is_set()
+    finally:
+        await client.close()
+        await broker.stop()
+
+
+async def test_a_coordinator_write_refused_by_the_disk_is_a_storage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An offset commit the log directory refuses: the directory goes offline and the
+    group coordinator answers NOT_COORDINATOR (Kafka's mapping of storage errors)."""
+    broker = Broker(broker_config(tmp_path / "data", free_port(), offsets_topic_num_partitions="1"))
+    await broker.start()
+    client = await RawClient.connect(broker.port)
+    try:
+        await create_topic(client, "disk")
+        commit = OffsetCommitRequest(
+            group_id="g",
+            topics=[
+                OffsetCommitRequestTopic(
+                    name="disk",
+                    partitions=[
+                        OffsetCommitRequestPartition(partition_index=0, committed_offset=1)
+                    ],
+                )
+            ],
+        )
+        deadline = asyncio.get_running_loop().time() + 30
+        while True:
+            first = await client.call(ApiKey.OFFSET_COMMIT, 8, commit)
+            code = first.topics[0].partitions[0].error_code
+            if code == ErrorCode.NONE or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.1)  # the coordinator is still loading
+        assert code == ErrorCode.NONE
+
+        def refuse(fd: int, data: bytes | bytearray | memoryview) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(segment, "write_all", refuse)
+        refused = await client.call(ApiKey.OFFSET_COMMIT, 8, commit)
+        assert refused.topics[0].partitions[0].error_code == ErrorCode.NOT_COORDINATOR
+        assert broker.logs.offline_dirs == [tmp_path / "data"]
+        assert broker.stop_requested.is_set()
+    finally:
+        await client.close()
+        await broker.stop()
