@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -74,6 +75,10 @@ SAFETY_REFRESH_SECONDS = 3.0
 RETRY_SECONDS = 1.0
 # kazoo's threading handler raises KazooTimeoutError, which is not a KazooException.
 ZK_ERRORS = (KazooException, ZookeeperError, KazooTimeoutError, OSError)
+# How often a controlled shutdown's znode deletion checks that the connection is still up.
+DELETE_POLL_SECONDS = 0.2
+# How long a stopping broker waits for its ZooKeeper client to close (see stop()).
+ZK_STOP_SECONDS = 3.0
 
 
 @dataclass
@@ -196,14 +201,18 @@ class ZkMetadata(TopicCache):
             log.warning("controlled shutdown: leaderships not handed over within %.1f s", timeout)
 
     async def _delete_by(self, deadline: float, path: str) -> None:
-        """Delete a znode, giving up at `deadline`. kazoo's blocking calls wait for a
-        reconnection without limit, so this waits on the asynchronous call with a timeout;
-        a request still queued then is failed when `stop` closes the client."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
-        with contextlib.suppress(*ZK_ERRORS):
-            await asyncio.to_thread(self._zk.delete_async(path).get, True, remaining)
+        """Delete a znode, giving up at `deadline` or as soon as the connection is lost.
+        kazoo's blocking calls wait for a reconnection without limit, and a request sent
+        just as the connection drops stays queued for the next one, so this waits on the
+        asynchronous call in short slices, checking the connection in between; a request
+        still queued then is failed when `stop` closes the client."""
+        result = self._zk.delete_async(path)
+        while (remaining := deadline - time.monotonic()) > 0:
+            with contextlib.suppress(*ZK_ERRORS):
+                await asyncio.to_thread(result.get, True, min(remaining, DELETE_POLL_SECONDS))
+                return
+            if result.ready() or self._zk.state != KazooState.CONNECTED:
+                return
 
     def _leads_with_others_in_sync(self) -> bool:
         live = set(self._snapshot.brokers) - {self._me}
@@ -221,11 +230,25 @@ class ZkMetadata(TopicCache):
         self._tasks = []
         # Stopping the client fails every request still waiting for a connection, which
         # releases worker threads a cancelled refresh left blocked in a kazoo call (the
-        # event loop's executor is joined at exit). kazoo bounds the stop itself by
-        # max(10 s, session timeout).
-        with contextlib.suppress(*ZK_ERRORS):
-            await asyncio.to_thread(self._zk.stop)
-        await asyncio.to_thread(self._zk.close)
+        # event loop's executor is joined at exit). But kazoo's stop joins its connection
+        # thread, which, while ZooKeeper is unreachable, may sit in a name lookup for many
+        # seconds (a container whose ZooKeeper was stopped: its DNS name is gone) and take
+        # the broker past its stop grace period. So the stop runs in a daemon thread of its
+        # own and is waited for at most ZK_STOP_SECONDS; the process then exits without it.
+        stopped = threading.Event()
+
+        def stop_client() -> None:
+            with contextlib.suppress(*ZK_ERRORS):
+                self._zk.stop()
+                self._zk.close()
+            stopped.set()
+
+        threading.Thread(target=stop_client, name="zookeeper-stop", daemon=True).start()
+        if not await asyncio.to_thread(stopped.wait, ZK_STOP_SECONDS):
+            log.warning(
+                "ZooKeeper client still reconnecting after %.0f s: not waiting for it",
+                ZK_STOP_SECONDS,
+            )
 
     # --- ZooKeeper access (these run in worker threads) ------------------------------------
 

@@ -319,14 +319,41 @@ async def serve(config: BrokerConfig) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, broker.stop_requested.set)
-    await broker.start()
+    # A stop may come while the broker is still starting (re-registering in ZooKeeper can
+    # wait for an earlier session's node to expire): it ends the start there.
+    starting = asyncio.create_task(broker.start())
+    stop_wanted = asyncio.create_task(broker.stop_requested.wait())
     try:
-        await broker.stop_requested.wait()
+        await asyncio.wait({starting, stop_wanted}, return_when=asyncio.FIRST_COMPLETED)
+        if starting.done():
+            starting.result()
+            await stop_wanted
+        else:
+            log.info("stop requested while starting")
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
     finally:
+        stop_wanted.cancel()
         await broker.stop()
     # Non-zero after a storage failure, so a supervisor restarts it (once space returns).
     return EXIT_LOG_DIRS_FAILED if not broker.logs.dirs else 0
 
 
 def run_broker(config: BrokerConfig) -> int:
-    return asyncio.run(serve(config))
+    """Serve on an event loop of its own; the exit status. Unlike asyncio.run, closing the
+    loop does not wait for the default executor's threads: one may still be blocked in a
+    ZooKeeper call waiting for a reconnection, and waiting for it would keep a stopped
+    broker alive past its supervisor's grace period (the caller exits the process)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(serve(config))
+    finally:
+        leftover = asyncio.all_tasks(loop)
+        for task in leftover:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        asyncio.set_event_loop(None)
+        loop.close()

@@ -4,6 +4,8 @@ registered), and a backend without a session has no session id."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,41 @@ async def test_zookeeper_calls_refused_while_disconnected(tmp_path: Path) -> Non
 
 def test_no_session_id_while_disconnected(tmp_path: Path) -> None:
     assert _backend(tmp_path)._session_id() is None
+
+
+async def test_stop_does_not_wait_for_a_client_stuck_reconnecting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kazoo's stop joins a connection thread that may sit in a long name lookup while
+    ZooKeeper is unreachable (its container stopped): the broker's stop goes on after
+    ZK_STOP_SECONDS instead of overrunning its stop grace period."""
+    monkeypatch.setattr(zk_backend, "ZK_STOP_SECONDS", 0.3)
+    backend = _backend(tmp_path)
+    release = threading.Event()
+    monkeypatch.setattr(backend._zk, "stop", lambda: release.wait(30))
+    started = time.monotonic()
+    await backend.stop()
+    assert time.monotonic() - started < 5
+    release.set()
+
+
+async def test_a_znode_deletion_gives_up_when_the_connection_drops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A controlled shutdown's delete sent just as ZooKeeper went away stays queued for a
+    reconnection; the shutdown stops waiting once the connection is lost, not at the end of
+    its whole budget (15 s by default, past a container's 10 s stop grace period)."""
+    backend = _backend(tmp_path)
+    never = backend._zk.handler.async_result()
+    monkeypatch.setattr(backend._zk, "delete_async", lambda path: never)
+    monkeypatch.setattr(backend._zk, "state", KazooState.CONNECTED)
+
+    async def drop() -> None:
+        await asyncio.sleep(0.3)
+        monkeypatch.setattr(backend._zk, "state", KazooState.SUSPENDED)
+
+    dropping = asyncio.create_task(drop())
+    started = time.monotonic()
+    await backend._delete_by(time.monotonic() + 15, "/brokers/ids/1")
+    assert time.monotonic() - started < 2
+    await dropping
