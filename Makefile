@@ -13,13 +13,15 @@ SPARK40_STAMP := $(SPARK40_VENV)/.installed
 JVM_CLIENTS := ../shared/clients-jvm
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-packages run test bench generate clean cluster spark-demo chaos
+.PHONY: install system-packages run test docker-test bench generate clean cluster spark-demo chaos
 
 install: system-packages $(STAMP) $(SPARK40_STAMP)
 
 # Debian packages the tests use: a JDK (ZooKeeper, Spark, Kafka, and javac for the Java client
 # tests), ZooKeeper, kcat, iproute2 (network namespaces for the compose emulation and chaos
-# runs), iptables (the chaos runs' partitions), and venv for Debian's python3.
+# runs), iptables (the chaos runs' partitions, and netavark's), venv for Debian's python3, and
+# podman with what it needs on this kind of VM plus debootstrap (the container tests build
+# the image and stand-ins for the base images, tests/docker).
 system-packages:
 	@missing=""; \
 	command -v javac >/dev/null || missing="$$missing default-jdk-headless"; \
@@ -28,6 +30,10 @@ system-packages:
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v iptables >/dev/null || missing="$$missing iptables"; \
 	$(PYTHON) -c "import ensurepip" 2>/dev/null || missing="$$missing python3-venv"; \
+	for pkg in podman buildah runc netavark aardvark-dns slirp4netns fuse-overlayfs debootstrap \
+	           uidmap catatonit; do \
+	  dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -q && \
@@ -59,6 +65,11 @@ test: install
 bench: install
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) bench/suite.py
+
+# The container tests alone, with their figures: build docker/Dockerfile with podman (base
+# images are local stand-ins), bring up both compose files, check them from outside.
+docker-test: install
+	$(PY) -m pytest -q -s -p no:cacheprovider tests/docker
 
 # ZooKeeper (Debian's package) and three brokers on 127.0.0.1:9092-9094, data in cluster-data/;
 # Ctrl-C stops them.

@@ -1,0 +1,245 @@
+"""docker/Dockerfile and both compose files, built and run for real with podman and
+podman-compose (issue 14; `make docker-test`), checked from outside with our CLI and stock
+clients (kcat, confluent-kafka) and from inside the compose network.
+
+The tests need root, podman and its helpers, debootstrap and podman-compose, which `make
+test` installs; where they are missing the tests skip, except under CI=true where that is a
+failure. Base images are local stand-ins (tests/docker/podman_env.py). Figures (build times,
+image size, stop times) are printed; `make docker-test` shows them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from compat_tests.support import require
+from tests.docker.podman_env import (
+    KBROKER_IMAGE,
+    REPO_ROOT,
+    Podman,
+    build_kbroker,
+    build_stand_ins,
+    missing_tools,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+SINGLE = REPO_ROOT / "docker" / "docker-compose.single.yml"
+CLUSTER = REPO_ROOT / "docker" / "docker-compose.yml"
+CLUSTER_BOOTSTRAP = "localhost:19092,localhost:19093,localhost:19094"
+BROKERS = ("kbroker-1", "kbroker-2", "kbroker-3")
+# docker's and podman's default stop timeout: a broker must be down well before SIGKILL.
+GRACE_SECONDS = 10
+KBROKER_CLI = str(Path(os.environ.get("VIRTUAL_ENV", REPO_ROOT / ".venv")) / "bin" / "kbroker")
+
+
+def report(line: str) -> None:
+    print(f"[docker-test] {line}", flush=True)
+
+
+@pytest.fixture(scope="module")
+def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
+    require(os.geteuid() == 0, "the container tests run podman as root")
+    missing = missing_tools()
+    require(not missing, f"container tools missing: {', '.join(missing)} (make test installs them)")
+    engine = Podman(tmp_path_factory.mktemp("podman"))
+    try:
+        info = engine.run("info", check=False)
+        require(info.returncode == 0, f"podman cannot run here: {info.stderr[-500:]}")
+        took = build_stand_ins(engine)
+        report(
+            "stand-ins: debian base (debootstrap + import) {base:.0f} s, python {python:.0f} s, "
+            "zookeeper {zookeeper:.0f} s".format(**took)
+        )
+        cold = build_kbroker(engine)
+        cached = build_kbroker(engine)
+        report(
+            f"kbroker image: cold build {cold:.1f} s, cached build {cached:.1f} s, "
+            f"size {engine.image_size_mb(KBROKER_IMAGE):.0f} MB"
+        )
+        yield engine
+    finally:
+        engine.reset()
+
+
+def container(project: str, service: str) -> str:
+    return f"{project}_{service}_1"
+
+
+def stop_and_check(podman: Podman, name: str) -> float:
+    """Stop one container with the default grace period: it must exit 0 by itself, having
+    logged its clean shutdown; returns the seconds it took."""
+    started = time.monotonic()
+    podman.run("stop", "-t", str(GRACE_SECONDS), name)
+    took = time.monotonic() - started
+    state = podman.inspect(name)["State"]
+    logs = podman.run("logs", name).stderr + podman.run("logs", name).stdout
+    assert state["ExitCode"] == 0, f"{name} exited with {state['ExitCode']}\n{logs[-2000:]}"
+    assert "shut down cleanly" in logs, logs[-2000:]
+    assert took < GRACE_SECONDS, f"{name} took {took:.1f} s to stop"
+    return took
+
+
+def kcat(*args: str, data: str | None = None) -> str:
+    result = subprocess.run(
+        ["kcat", *args], input=data, capture_output=True, text=True, timeout=60, check=True
+    )
+    return result.stdout
+
+
+def cli(*args: str) -> str:
+    result = subprocess.run(
+        [KBROKER_CLI, *args], capture_output=True, text=True, timeout=120, check=True
+    )
+    return result.stdout
+
+
+def describe_line(text: str) -> dict[str, int]:
+    """The counts of `kbroker cluster describe`'s summary line."""
+    line = next(x for x in text.splitlines() if x.startswith("Topics:"))
+    words = line.replace(":", "").split()
+    return {
+        "topics": int(words[1]),
+        "partitions": int(words[3]),
+        "under_replicated": int(words[5]),
+        "offline": int(words[7]),
+    }
+
+
+def wait_for(check: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(1)
+
+
+def test_single_broker(podman: Podman) -> None:
+    project = "kbt-single"
+    name = container(project, "kbroker")
+    podman.compose(SINGLE, "-p", project, "up", "-d")
+    try:
+        started = time.monotonic()
+        podman.wait_healthy([name])
+        report(f"single broker healthy after {time.monotonic() - started:.1f} s")
+        kcat("-b", "localhost:9092", "-t", "smoke", "-P", data="one\ntwo\nthree\n")
+        out = kcat("-b", "localhost:9092", "-t", "smoke", "-C", "-e", "-q", "-o", "beginning")
+        assert out.split() == ["one", "two", "three"]
+        report("single broker: produced and consumed from the host with kcat")
+        report(f"single broker stopped cleanly in {stop_and_check(podman, name):.2f} s")
+    finally:
+        podman.compose(SINGLE, "-p", project, "down", "-v", check=False)
+
+
+def _produce(topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": CLUSTER_BOOTSTRAP, "acks": "all"})
+    for i in range(count):
+        producer.produce(topic, value=b"record-%d" % i)
+    assert producer.flush(60) == 0
+
+
+def _consume_all(topic: str, partitions: int, expected: int) -> list[bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": CLUSTER_BOOTSTRAP, "group.id": f"check-{time.time()}"}
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(values) < expected and time.monotonic() < deadline:
+        values += [m.value() for m in consumer.consume(500, timeout=1) if m.error() is None]
+    consumer.close()
+    return values
+
+
+def test_cluster(podman: Podman) -> None:
+    project = "kbt-cluster"
+    names = [container(project, s) for s in ("zookeeper", *BROKERS)]
+    zookeeper, brokers = names[0], names[1:]
+    podman.compose(CLUSTER, "-p", project, "up", "-d")
+    try:
+        started = time.monotonic()
+        podman.wait_healthy(names)
+        report(f"ZooKeeper and three brokers healthy after {time.monotonic() - started:.1f} s")
+
+        outside = cli("cluster", "describe", "--bootstrap-server", "localhost:19092")
+        assert [line.split()[0] for line in outside.splitlines()[3:6]] == ["1", "2", "3"]
+        inside = podman.run(
+            "exec",
+            brokers[0],
+            "kbroker",
+            "cluster",
+            "describe",
+            "--bootstrap-server",
+            "kbroker-2:9092",
+        ).stdout
+        assert "kbroker-1" in inside and "kbroker-3" in inside
+        report("cluster describe shows brokers 1, 2, 3 from the host and from inside")
+
+        cli(
+            "topics",
+            "create",
+            "--bootstrap-server",
+            "localhost:19092",
+            "--topic",
+            "replicated",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "3",
+            "--config",
+            "min.insync.replicas=2",
+        )
+        _produce("replicated", 300)
+        assert len(_consume_all("replicated", 3, 300)) == 300
+        report("RF=3 topic: 300 records written with acks=all and read back")
+
+        podman.run("stop", "-t", str(GRACE_SECONDS), brokers[1])
+        wait_for(
+            lambda: (
+                describe_line(cli("cluster", "describe", "--bootstrap-server", "localhost:19092"))[
+                    "under_replicated"
+                ]
+                > 0
+            ),
+            60,
+            "under-replicated partitions",
+        )
+        podman.run("start", brokers[1])
+        wait_for(
+            lambda: (
+                describe_line(cli("cluster", "describe", "--bootstrap-server", "localhost:19092"))[
+                    "under_replicated"
+                ]
+                == 0
+            ),
+            120,
+            "the ISR to be full again",
+        )
+        report("broker 2 stopped (under-replicated > 0) and started (back to 0)")
+
+        # Brokers first (compose's order), then down and up: the named volumes keep the data.
+        podman.compose(CLUSTER, "-p", project, "stop")
+        for name in brokers:
+            assert podman.inspect(name)["State"]["ExitCode"] == 0, name
+        podman.compose(CLUSTER, "-p", project, "down")
+        podman.compose(CLUSTER, "-p", project, "up", "-d")
+        podman.wait_healthy(names)
+        assert sorted(_consume_all("replicated", 3, 300)) == sorted(
+            b"record-%d" % i for i in range(300)
+        )
+        report("down then up: the 300 records are still there")
+
+        # ZooKeeper first: the brokers still stop cleanly and in time.
+        podman.run("stop", "-t", str(GRACE_SECONDS), zookeeper)
+        for name in brokers:
+            report(
+                f"{name} stopped cleanly in {stop_and_check(podman, name):.2f} s (ZooKeeper down)"
+            )
+    finally:
+        podman.compose(CLUSTER, "-p", project, "down", "-v", check=False)
