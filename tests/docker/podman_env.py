@@ -78,8 +78,9 @@ CMD ["python3"]
 ZOOKEEPER_ENTRYPOINT = """\
 #!/bin/sh
 set -eu
-mkdir -p /data /datalog /conf
-cat > /conf/zoo.cfg <<EOF
+mkdir -p /data /datalog
+# Debian's zkEnv.sh reads its configuration from /etc/zookeeper/conf only.
+cat > /etc/zookeeper/conf/zoo.cfg <<EOF
 dataDir=/data
 dataLogDir=/datalog
 clientPort=2181
@@ -100,8 +101,7 @@ RUN apt-get update -q \\
        zookeeper default-jre-headless netcat-openbsd \\
     && rm -rf /var/lib/apt/lists/*
 COPY --chmod=0755 entrypoint.sh /docker-entrypoint.sh
-ENV ZOOCFGDIR=/conf ZOOCFG=zoo.cfg \\
-    PATH=/usr/share/zookeeper/bin:/usr/sbin:/usr/bin:/sbin:/bin
+ENV PATH=/usr/share/zookeeper/bin:/usr/sbin:/usr/bin:/sbin:/bin
 EXPOSE 2181
 ENTRYPOINT ["/docker-entrypoint.sh"]
 """
