@@ -27,3 +27,6 @@ def test_a_short_schedule_of_pause_partition_full_disk_and_kill_is_safe(tmp_path
     assert summary["safe"], summary
     assert summary["acked"] > 0
     assert not summary["unexpected_exits"], summary
+    # Its only log directory full, the broker went offline and stopped (KIP-112), and
+    # started again once the space was back.
+    assert summary["disk_restarts"] == ["broker-3"], summary
