@@ -91,6 +91,10 @@ def consume(bootstrap: str, topic: str, seconds: float, warmup: float, out: dict
             "client.id": "slow-consumer",
             "group.id": "quota-bench",
             "enable.auto.commit": False,
+            # librdkafka prefetches into a local queue (64 MiB by default): what it took
+            # in the warm-up's burst would be counted as consumed in the measured window.
+            # A small queue makes what the application sees follow what the broker sent.
+            "queued.max.messages.kbytes": 1024,
             "throttle_cb": lambda event: throttles.append(int(event.throttle_time * 1000)),
         }
     )
