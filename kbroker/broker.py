@@ -14,13 +14,16 @@ without it the embedded single-node backend runs.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from controller.embedded import EmbeddedMetadata
 from controller.interface import Endpoint, MetadataBackend, TopicInfo
@@ -49,6 +52,7 @@ from replication.fetcher import make_settings
 from replication.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # How often logs with a flush.ms setting are checked.
 FLUSH_CHECK_SECONDS = 1.0
@@ -340,12 +344,40 @@ async def serve(config: BrokerConfig) -> int:
     return EXIT_LOG_DIRS_FAILED if not broker.logs.dirs else 0
 
 
+class DaemonThreadExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The broker's default executor (asyncio.to_thread, name lookups): each call in a
+    daemon thread of its own. A call blocked in kazoo, waiting for a ZooKeeper that will not
+    come back, must not keep a stopped broker alive past its supervisor's grace period, and
+    the interpreter waits at exit for a ThreadPoolExecutor's threads, never for daemons.
+    (A ThreadPoolExecutor by type only: asyncio accepts nothing else as the default.)"""
+
+    def submit(  # type: ignore[override]
+        self, fn: Callable[..., T], /, *args: object, **kwargs: object
+    ) -> concurrent.futures.Future[T]:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        threading.Thread(target=run, name="kbroker-worker", daemon=True).start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Nothing to wait for: the threads are daemons, each ending with its call."""
+
+
 def run_broker(config: BrokerConfig) -> int:
     """Serve on an event loop of its own; the exit status. Unlike asyncio.run, closing the
-    loop does not wait for the default executor's threads: one may still be blocked in a
-    ZooKeeper call waiting for a reconnection, and waiting for it would keep a stopped
-    broker alive past its supervisor's grace period (the caller exits the process)."""
+    loop does not wait for the executor's threads (see DaemonThreadExecutor)."""
     loop = asyncio.new_event_loop()
+    loop.set_default_executor(DaemonThreadExecutor())
     asyncio.set_event_loop(loop)
     try:
         return loop.run_until_complete(serve(config))

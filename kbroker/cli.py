@@ -11,7 +11,6 @@ Further subcommands (``topics``, ``groups``, ...) are added to ``build_parser``.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -72,13 +71,6 @@ def _start(args: argparse.Namespace) -> int:
 
     try:
         status = run_broker(config)
-        # The broker is down (logs flushed, files closed). A ZooKeeper call can still hold
-        # a worker thread, waiting for a reconnection that will not come; the interpreter
-        # would wait for it at exit, past a container's stop grace period, so leave now.
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
     except ConfigError as e:
         print(f"kbroker: configuration error: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR

@@ -334,10 +334,9 @@ def _add_console(sub: Any) -> None:
 async def _cluster_describe(args: argparse.Namespace, client: KafkaClient) -> int:
     c = await admin.describe_cluster(client)
     now_ms = int(time.time() * 1000)
+    open_now = await transactions.open_transactions(client)
     hanging = transactions.hanging(
-        await transactions.open_transactions(client),
-        now_ms,
-        await transactions.max_transaction_timeout_ms(client),
+        open_now.found, now_ms, await transactions.max_transaction_timeout_ms(client)
     )
     if args.json:
         emit_json(
@@ -350,6 +349,7 @@ async def _cluster_describe(args: argparse.Namespace, client: KafkaClient) -> in
                 "under_replicated": [[t, p] for t, p in c.under_replicated],
                 "offline": [[t, p] for t, p in c.offline],
                 "hanging_transactions": [open_transaction_json(t) for t in hanging],
+                "transactions_not_asked": open_now.unreachable,
             }
         )
         return EXIT_OK
@@ -361,6 +361,11 @@ async def _cluster_describe(args: argparse.Namespace, client: KafkaClient) -> in
         f"Topics: {c.topics}  Partitions: {c.partitions}  "
         f"Under-replicated: {len(c.under_replicated)}  Offline: {len(c.offline)}  "
         f"Hanging transactions: {len(hanging)}"
+        + (
+            f" (brokers {ids(open_now.unreachable)} not reachable from here)"
+            if open_now.unreachable
+            else ""
+        )
     )
     for label, partitions in (("under-replicated", c.under_replicated), ("offline", c.offline)):
         for topic, partition in partitions[:LISTED_PARTITIONS]:

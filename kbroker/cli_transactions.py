@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kbroker.client import KafkaClient
-from kbroker.ops.output import EXIT_OK, add_common_options, emit_json, run_command, table
+from kbroker.ops.output import EXIT_OK, add_common_options, emit_json, ids, run_command, table
 from kbroker.ops.transactions import (
     OpenTransaction,
     describe_transaction,
@@ -134,11 +134,14 @@ async def _find_hanging(args: argparse.Namespace, client: KafkaClient) -> int:
     if limit is None:
         limit = await max_transaction_timeout_ms(client)
     now_ms = int(time.time() * 1000)
-    found = hanging(await open_transactions(client), now_ms, limit)
+    open_now = await open_transactions(client)
+    found = hanging(open_now.found, now_ms, limit)
     if args.json:
         emit_json([open_transaction_json(t) for t in found])
         return EXIT_OK
     print(table(OPEN_TRANSACTION_HEADERS, open_transaction_rows(found, now_ms)))
+    if open_now.unreachable:
+        print(f"not asked (unreachable from here): brokers {ids(open_now.unreachable)}")
     return EXIT_OK
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from kbroker.client import BrokerConnection, KafkaClient
 from kbroker.ops.admin import OpsError, _check
 from wire.api_keys import ApiKey
-from wire.errors import ErrorCode
+from wire.errors import ErrorCode, KafkaError
 from wire.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from wire.messages.describe_producers_request import DescribeProducersRequest, TopicRequest
 from wire.messages.describe_transactions_request import DescribeTransactionsRequest
@@ -140,7 +140,17 @@ async def describe_transaction(
         )
 
 
-async def open_transactions(client: KafkaClient) -> list[OpenTransaction]:
+@dataclass(frozen=True)
+class OpenTransactions:
+    """What the reachable leaders hold open, and the leaders this client could not reach
+    (their advertised address may be for another network, as a compose file's EXTERNAL
+    listener seen from inside)."""
+
+    found: list[OpenTransaction]
+    unreachable: list[int]
+
+
+async def open_transactions(client: KafkaClient) -> OpenTransactions:
     """The open transactions of every partition, asked of each partition's leader. Brokers
     without DescribeProducers (before KIP-664) are left out."""
     metadata = await client.metadata(None)
@@ -150,8 +160,13 @@ async def open_transactions(client: KafkaClient) -> list[OpenTransaction]:
             if p.leader_id >= 0:
                 led[p.leader_id][topic.name or ""].append(p.partition_index)
     found: list[OpenTransaction] = []
+    unreachable: list[int] = []
     for leader, topics in sorted(led.items()):
-        connection = await client.node(leader)
+        try:
+            connection = await client.node(leader)
+        except (OSError, TimeoutError, KafkaError):
+            unreachable.append(leader)
+            continue
         if ApiKey.DESCRIBE_PRODUCERS not in connection.versions:
             continue
         request = DescribeProducersRequest(
@@ -177,14 +192,19 @@ async def open_transactions(client: KafkaClient) -> list[OpenTransaction]:
                     for s in p.active_producers
                     if s.current_txn_start_offset >= 0
                 ]
-    return sorted(found, key=lambda t: (t.topic, t.partition, t.producer_id))
+    return OpenTransactions(
+        sorted(found, key=lambda t: (t.topic, t.partition, t.producer_id)), unreachable
+    )
 
 
 async def max_transaction_timeout_ms(client: KafkaClient) -> int:
     """The brokers' transaction.max.timeout.ms (Kafka's default where none answers it)."""
     metadata = await client.metadata([])
     node_id = min(b.node_id for b in metadata.brokers)
-    connection = await client.node(node_id)
+    try:
+        connection = await client.node(node_id)
+    except (OSError, TimeoutError, KafkaError):
+        return DEFAULT_MAX_TIMEOUT_MS
     request = DescribeConfigsRequest(
         resources=[
             DescribeConfigsResource(

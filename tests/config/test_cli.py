@@ -48,7 +48,7 @@ def test_start_hands_the_config_to_run_broker(
 ) -> None:
     seen: list[BrokerConfig] = []
     fake = types.ModuleType("kbroker.broker")
-    fake.run_broker = seen.append  # type: ignore[attr-defined]
+    fake.run_broker = lambda config: seen.append(config) or 0  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "kbroker.broker", fake)
     path = tmp_path / "server.properties"
     path.write_text("num.partitions=2\nlog.dirs=/from/file\n")

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from kbroker.dispatch import Dispatcher
+from kbroker.quotas import QuotaManager
 from kbroker.server.connection import CloseConnection
 from wire.api_keys import ApiKey
 from wire.messages.api_versions_request import ApiVersionsRequest
@@ -15,7 +16,7 @@ from wire.messages.request_header import RequestHeader
 
 
 def _dispatcher() -> Dispatcher:
-    broker = SimpleNamespace()
+    broker = SimpleNamespace(quotas=QuotaManager(dict, clock=lambda: 0.0))
     broker.dispatcher = Dispatcher(broker)
     return broker.dispatcher
 
