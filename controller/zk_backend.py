@@ -172,7 +172,19 @@ class ZkMetadata(TopicCache):
         """Register this broker with its advertised endpoints (after its listeners are up)
         and run for controller."""
         self._endpoints = tuple(endpoints)
-        await self._in_thread(self._register)
+        # ZooKeeper lost for a moment while starting (a restarting ensemble, a network
+        # blip) is waited out for up to zookeeper.connection.timeout.ms, as Kafka waits for
+        # its connection, rather than failing the start.
+        deadline = time.monotonic() + self._config.zookeeper_connection_timeout_ms / 1000
+        while True:
+            try:
+                await self._in_thread(self._register)
+                break
+            except (ConnectionLoss, KazooTimeoutError):
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("registration waits for the ZooKeeper connection")
+            await asyncio.sleep(RETRY_SECONDS)
         await self.refresh()
 
     async def controlled_shutdown(self, timeout: float) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooState
+from kazoo.exceptions import ConnectionLoss
 from kazoo.handlers.threading import KazooTimeoutError
 
 from controller import zk_backend
@@ -119,3 +120,26 @@ async def test_a_znode_deletion_gives_up_when_the_connection_drops(
     await backend._delete_by(time.monotonic() + 15, "/brokers/ids/1")
     assert time.monotonic() - started < 2
     await dropping
+
+
+async def test_registration_waits_out_a_lost_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ZooKeeper gone for a moment while the broker starts: the registration is tried
+    again (a container restarted while ZooKeeper stopped failed its start before)."""
+    monkeypatch.setattr(zk_backend, "RETRY_SECONDS", 0.0)
+    backend = _backend(tmp_path)
+    failures = [ConnectionLoss(), ConnectionLoss()]
+
+    def register() -> None:
+        if failures:
+            raise failures.pop()
+
+    async def refresh() -> None:
+        pass
+
+    monkeypatch.setattr(backend, "_register", register)
+    monkeypatch.setattr(backend, "refresh", refresh)
+    monkeypatch.setattr(backend._zk, "state", KazooState.CONNECTED)
+    await backend.register([])
+    assert failures == []

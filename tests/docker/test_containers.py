@@ -76,13 +76,17 @@ def container(project: str, service: str) -> str:
 def stop_and_check(podman: Podman, name: str) -> float:
     """Stop one container with the default grace period: it must exit 0 by itself, having
     logged its clean shutdown; returns the seconds it took."""
+    before = podman.inspect(name)["State"]
     started = time.monotonic()
-    podman.run("stop", "-t", str(GRACE_SECONDS), name)
+    stopped = podman.run("stop", "-t", str(GRACE_SECONDS), name, check=False)
     took = time.monotonic() - started
     state = podman.inspect(name)["State"]
-    logs = podman.run("logs", name).stderr + podman.run("logs", name).stdout
-    assert state["ExitCode"] == 0, f"{name} exited with {state['ExitCode']}\n{logs[-2000:]}"
-    assert "shut down cleanly" in logs, logs[-2000:]
+    output = podman.run("logs", name)
+    logs = output.stderr + output.stdout
+    detail = f"before: {before}\nafter: {state}\n{stopped.stderr}\n{logs[-3000:]}"
+    assert stopped.returncode == 0, f"podman stop {name} failed\n{detail}"
+    assert state["ExitCode"] == 0, f"{name} exited with {state['ExitCode']}\n{detail}"
+    assert "shut down cleanly" in logs, detail
     assert took < GRACE_SECONDS, f"{name} took {took:.1f} s to stop"
     return took
 
