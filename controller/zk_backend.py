@@ -345,7 +345,13 @@ class ZkMetadata(TopicCache):
                 data, stat = zk.get(f"{zk_paths.BROKER_IDS}/{child}")
             except NoNodeError:
                 continue
-            snap.brokers[int(child)] = self._broker_info(int(child), data)
+            try:
+                snap.brokers[int(child)] = self._broker_info(int(child), data)
+            except (ValueError, KeyError, TypeError) as exc:
+                # Not a registration we can read (another tool's, a corrupt one): without
+                # an address the broker is unusable, so it is left out, not fatal.
+                log.warning("ignoring unreadable broker registration %s: %r", child, exc)
+                continue
             snap.sessions[int(child)] = stat.ephemeralOwner
             snap.czxids[int(child)] = stat.czxid
         try:

@@ -1,0 +1,50 @@
+"""Broker registrations the ZooKeeper backend cannot read are skipped, not fatal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from compat_tests.support import require
+from compat_tests.zookeeper_process import ZooKeeperProcess, java_available
+from kbroker.broker import Broker
+from tests.server.conftest import broker_config, free_port
+
+
+@pytest.fixture
+def zookeeper(tmp_path: Path) -> Iterator[str]:
+    require(java_available(), "ZooKeeper (Debian package) and java are needed")
+    server = ZooKeeperProcess(tmp_path / "zk")
+    server.start()
+    try:
+        yield server.connect
+    finally:
+        server.stop()
+
+
+async def test_an_unreadable_registration_is_ignored(tmp_path: Path, zookeeper: str) -> None:
+    other = KazooClient(hosts=zookeeper)
+    other.start(timeout=30)
+    try:
+        other.create("/brokers/ids/7", b'{"version": 5}', makepath=True)
+        other.create("/brokers/ids/8", b"not json", makepath=True)
+        broker = Broker(
+            broker_config(
+                tmp_path / "data",
+                free_port(),
+                zookeeper_connect=zookeeper,
+                broker_id="1",
+                offsets_topic_replication_factor="1",
+            )
+        )
+        await broker.start()
+        try:
+            assert broker.zk is not None
+            assert [b.broker_id for b in broker.zk.brokers()] == [1]
+        finally:
+            await broker.stop()
+    finally:
+        other.stop()
