@@ -6,28 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from kazoo.client import KazooClient
 
 from kbroker.broker import Broker
-from tests.cluster.local_cluster import ZooKeeperProcess
 from tests.server.conftest import RawClient, broker_config, free_port
 from tests.server.test_client_quotas import _describe, _entry
 from wire.api_keys import ApiKey
 from wire.messages.alter_client_quotas_request import AlterClientQuotasRequest
-
-
-@pytest.fixture
-def zookeeper(tmp_path: Path) -> Iterator[str]:
-    server = ZooKeeperProcess(tmp_path / "zk")
-    server.start()
-    try:
-        yield server.connect
-    finally:
-        server.stop()
 
 
 async def test_quotas_live_at_kafkas_paths(tmp_path: Path, zookeeper: str) -> None:

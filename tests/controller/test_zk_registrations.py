@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from kazoo.client import KazooClient
 
-from compat_tests.support import require
-from compat_tests.zookeeper_process import ZooKeeperProcess, java_available
 from kbroker.broker import Broker
 from tests.server.conftest import broker_config, free_port
-
-
-@pytest.fixture
-def zookeeper(tmp_path: Path) -> Iterator[str]:
-    require(java_available(), "ZooKeeper (Debian package) and java are needed")
-    server = ZooKeeperProcess(tmp_path / "zk")
-    server.start()
-    try:
-        yield server.connect
-    finally:
-        server.stop()
 
 
 async def test_an_unreadable_registration_is_ignored(tmp_path: Path, zookeeper: str) -> None:

@@ -141,35 +141,23 @@ class Podman:
     def run(
         self, *args: str, check: bool = True, timeout: float = 900, cwd: Path = REPO_ROOT
     ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            ["podman", *args],
-            env=self.env,
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if check and result.returncode != 0:
-            raise RuntimeError(
-                f"podman {' '.join(args)} failed ({result.returncode}):\n"
-                f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-            )
-        return result
+        return self._command(["podman", *args], cwd, check, timeout)
 
     def compose(
         self, file: Path, *args: str, check: bool = True, timeout: float = 600
     ) -> subprocess.CompletedProcess[str]:
+        command = [self._compose, "--podman-path", "podman", "-f", str(file), *args]
+        return self._command(command, file.parent, check, timeout)
+
+    def _command(
+        self, command: list[str], cwd: Path, check: bool, timeout: float
+    ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [self._compose, "--podman-path", "podman", "-f", str(file), *args],
-            env=self.env,
-            cwd=file.parent,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+            command, env=self.env, cwd=cwd, capture_output=True, text=True, timeout=timeout
         )
         if check and result.returncode != 0:
             raise RuntimeError(
-                f"podman-compose {' '.join(args)} failed ({result.returncode}):\n"
+                f"{Path(command[0]).name} {' '.join(command[1:])} failed ({result.returncode}):\n"
                 f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
             )
         return result
