@@ -1,0 +1,1 @@
+"""Authentication for the broker: pure state machines, no IO (issue 12)."""

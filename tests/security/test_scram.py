@@ -1,0 +1,60 @@
+import base64
+
+import pytest
+
+from kbroker.security.scram import ScramCredential, ScramError, ScramServer, make_credential
+
+# RFC 7677 section 3 test vector (SCRAM-SHA-256).
+SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+SERVER_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+SERVER_FIRST = (
+    b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+)
+CLIENT_FINAL = (
+    b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+    b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+)
+SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+
+
+def _server(password: str = "pencil") -> ScramServer:
+    cred = make_credential("SCRAM-SHA-256", password, salt=SALT, iterations=4096)
+
+    def lookup(name: str) -> ScramCredential | None:
+        return cred if name == "user" else None
+
+    return ScramServer("SCRAM-SHA-256", lookup, nonce=SERVER_NONCE)
+
+
+def test_rfc7677_vector() -> None:
+    server = _server()
+    assert server.step(CLIENT_FIRST) == SERVER_FIRST
+    assert not server.complete
+    assert server.step(CLIENT_FINAL) == SERVER_FINAL
+    assert server.complete and server.username == "user"
+
+
+def test_wrong_password_fails_at_the_proof() -> None:
+    server = _server("not-pencil")
+    server.step(CLIENT_FIRST)
+    with pytest.raises(ScramError, match="invalid credentials"):
+        server.step(CLIENT_FINAL)
+    assert not server.complete
+
+
+def test_unknown_user() -> None:
+    with pytest.raises(ScramError, match="invalid credentials"):
+        _server().step(b"n,,n=bob,r=abc")
+
+
+def test_tampered_nonce() -> None:
+    server = _server()
+    server.step(CLIENT_FIRST)
+    with pytest.raises(ScramError, match="nonce"):
+        server.step(CLIENT_FINAL.replace(b"k0,", b"k1,"))
+
+
+def test_channel_binding_refused() -> None:
+    with pytest.raises(ScramError, match="channel binding"):
+        _server().step(b"p=tls-unique,,n=user,r=abc")
