@@ -58,3 +58,24 @@ def test_tampered_nonce() -> None:
 def test_channel_binding_refused() -> None:
     with pytest.raises(ScramError, match="channel binding"):
         _server().step(b"p=tls-unique,,n=user,r=abc")
+
+
+def test_sha512_round_trip_with_a_client_computed_proof() -> None:
+    import hashlib
+    import hmac
+
+    cred = make_credential("SCRAM-SHA-512", "s3cret", iterations=4096)
+    server = ScramServer("SCRAM-SHA-512", lambda n: cred if n == "alice" else None)
+    first_bare = "n=alice,r=clientnonce"
+    server_first = server.step(b"n,," + first_bare.encode()).decode()
+    attrs = dict(p.split("=", 1) for p in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac("sha512", b"s3cret", base64.b64decode(attrs["s"]), int(attrs["i"]))
+    client_key = hmac.new(salted, b"Client Key", "sha512").digest()
+    without_proof = f"c=biws,r={attrs['r']}"
+    auth = f"{first_bare},{server_first},{without_proof}".encode()
+    sig = hmac.new(hashlib.sha512(client_key).digest(), auth, "sha512").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, sig, strict=True)))
+    final = server.step(f"{without_proof},p=".encode() + proof)
+    server_key = hmac.new(salted, b"Server Key", "sha512").digest()
+    expected = base64.b64encode(hmac.new(server_key, auth, "sha512").digest())
+    assert final == b"v=" + expected and server.complete
