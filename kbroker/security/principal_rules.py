@@ -74,3 +74,36 @@ def map_principal(rules: list[_Rule], dn: str) -> str:
             return name.lower() if rule.case == "L" else name.upper() if rule.case == "U" else name
     # Kafka refuses a DN no rule maps, so the connection fails its authentication.
     raise ValueError(f"No ssl.principal.mapping.rules rule matches {dn!r}")
+
+
+# Short names Java's X500Principal.getName() (RFC 2253) prints for the attributes
+# Python's ssl module reports by their long names.
+_SHORT = {
+    "commonName": "CN",
+    "organizationalUnitName": "OU",
+    "organizationName": "O",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "countryName": "C",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+
+
+def _escape(value: str) -> str:
+    out = "".join("\\" + ch if ch in ',+"\\<>;=' else ch for ch in value)
+    if out.startswith((" ", "#")):
+        out = "\\" + out
+    if out.endswith(" ") and not out.endswith("\\ "):
+        out = out[:-1] + "\\ "
+    return out
+
+
+def dn_of_subject(subject: tuple[tuple[tuple[str, str], ...], ...]) -> str:
+    """RFC 2253 DN of `SSLObject.getpeercert()["subject"]`: most specific RDN first."""
+    rdns = [
+        "+".join(f"{_SHORT.get(name, name)}={_escape(value)}" for name, value in rdn)
+        for rdn in subject
+    ]
+    return ",".join(reversed(rdns))

@@ -29,3 +29,15 @@ def test_escaped_slash_and_no_match() -> None:
 def test_invalid_rules(bad: str) -> None:
     with pytest.raises(ValueError):
         parse_rules(bad)
+
+
+def test_dn_of_subject_is_rfc2253_order() -> None:
+    from kbroker.security.principal_rules import dn_of_subject
+
+    subject = (
+        (("countryName", "US"),),
+        (("organizationName", "Example, Inc"),),
+        (("organizationalUnitName", "ServiceUsers"),),
+        (("commonName", "alice"),),
+    )
+    assert dn_of_subject(subject) == "CN=alice,OU=ServiceUsers,O=Example\\, Inc,C=US"

@@ -83,3 +83,23 @@ def test_keystore_file_and_required_client_auth(tmp_path: Path) -> None:
 def test_refused_settings(props: dict[str, str]) -> None:
     with pytest.raises(ValueError):
         server_context(props)
+
+
+def test_client_certificate_dn_maps_to_a_principal(tmp_path: Path) -> None:
+    from kbroker.security.principal_rules import dn_of_subject, map_principal, parse_rules
+
+    ca, server = make_ca_and_leaf("broker")
+    (tmp_path / "ts.pem").write_text(ca.cert)
+    ctx = server_context(
+        {
+            "ssl.keystore.key": server.key,
+            "ssl.keystore.certificate.chain": server.cert,
+            "ssl.truststore.location": str(tmp_path / "ts.pem"),
+            "ssl.client.auth": "requested",
+        }
+    )
+    srv = _handshake(ctx, _client(ca, server, tmp_path))
+    dn = dn_of_subject(srv.getpeercert()["subject"])
+    # certs.py writes CN before OU, so RFC 2253 (last RDN first) prints OU first, as Java does.
+    assert dn == "OU=Test,CN=broker"
+    assert map_principal(parse_rules("RULE:^OU=Test,CN=(.*)$/$1/,DEFAULT"), dn) == "broker"
