@@ -49,3 +49,19 @@ def authenticate_plain(token: bytes, users: dict[str, str]) -> str:
     if expected is None or not ok:
         raise PlainError("Authentication failed: Invalid username or password")
     return user
+
+
+class PlainExchange:
+    """PLAIN as a one-step exchange, the shape SaslSession drives."""
+
+    def __init__(self, users: dict[str, str]) -> None:
+        self._users = users
+        self.username: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.username is not None
+
+    def step(self, message: bytes) -> bytes:
+        self.username = authenticate_plain(message, self._users)
+        return b""
