@@ -45,10 +45,14 @@ class AuthResult:
 
 class SaslSession:
     def __init__(
-        self, mechanisms: dict[str, Callable[[], Exchange]], failure_types: tuple[type, ...]
+        self,
+        mechanisms: dict[str, Callable[[], Exchange]],
+        failure_types: tuple[type, ...],
+        max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE,
     ) -> None:
         self._mechanisms = mechanisms
         self._failures = failure_types
+        self._max_receive_size = max_receive_size
         self._state = _State.HANDSHAKE
         self._exchange: Exchange | None = None
         self.mechanism: str | None = None
@@ -62,6 +66,10 @@ class SaslSession:
     @property
     def failed(self) -> bool:
         return self._state is _State.FAILED
+
+    def frame_limit(self, broker_limit: int) -> int:
+        """The largest frame to accept now: small until the client is authenticated."""
+        return broker_limit if self.authenticated else min(self._max_receive_size, broker_limit)
 
     def allowed(self, api_key: int) -> bool:
         """May a request with this API key be handled now? If not, close the connection."""

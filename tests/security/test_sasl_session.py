@@ -26,12 +26,14 @@ def test_only_api_versions_and_sasl_before_authentication() -> None:
     session = _session()
     assert session.allowed(API_VERSIONS) and session.allowed(SASL_HANDSHAKE)
     assert not session.allowed(METADATA) and not session.allowed(SASL_AUTHENTICATE)
+    assert session.frame_limit(100 << 20) == 512 * 1024
     assert session.handshake("PLAIN", 1) == (ErrorCode.NONE, ["PLAIN", "SCRAM-SHA-256"])
     assert session.allowed(SASL_AUTHENTICATE) and not session.allowed(METADATA)
     result = session.authenticate(b"\x00alice\x00secret")
     assert result.error is ErrorCode.NONE
     assert session.authenticated and session.principal == "User:alice"
     assert session.allowed(METADATA)
+    assert session.frame_limit(100 << 20) == 100 << 20
 
 
 def test_wrong_password_fails_with_a_message() -> None:
