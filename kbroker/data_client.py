@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+from kbroker.client_core.metadata import LEADER_ERRORS
 from wire.api_keys import REQUEST_CLASSES, ApiKey
 from wire.errors import ErrorCode, KafkaError
 from wire.frame import decode_response, encode_request
@@ -94,17 +95,6 @@ COORDINATOR_RETRY = {
     ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
     ErrorCode.NOT_COORDINATOR,
-}
-# Errors after which the partition's leader is looked up again and the request re-sent.
-_REFRESH_ERRORS = {
-    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.LEADER_NOT_AVAILABLE,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.FENCED_LEADER_EPOCH,
-    ErrorCode.UNKNOWN_LEADER_EPOCH,
-    ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ErrorCode.REQUEST_TIMED_OUT,
 }
 
 
@@ -345,7 +335,7 @@ class DataClient:
                 address = connection.address
                 return attempt(connection)
             except KafkaError as exc:
-                if exc.code not in _REFRESH_ERRORS or time.monotonic() > deadline:
+                if exc.code not in LEADER_ERRORS or time.monotonic() > deadline:
                     raise
                 self._leaders.pop(tp, None)
             except OSError:
