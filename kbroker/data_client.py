@@ -1,34 +1,63 @@
 """A small blocking Kafka client for moving data: what the Spark data source needs.
 
 Spark runs the data source's code in Python worker processes, one task at a time, with no
-event loop of their own, so this client uses plain blocking sockets and one request in flight
-per connection. It speaks to any Kafka-compatible broker:
+event loop of their own, so this client uses plain blocking sockets (TLS-wrapped where
+``security.protocol`` says so) and one request in flight per connection. It is a thin shell
+over kbroker.client_core, which negotiates versions, frames, authenticates, builds the
+requests and knows the leaders; this module does the IO, the timeouts and the retries:
 
-- ApiVersions v0 first, then each request at the highest version both sides support, within
-  the range this client implements (``_VERSION_CAPS``): Fetch stays at v12 and below so that
-  topics are named rather than identified by topic id (v13+), and Produce starts at v3, the
-  first version that carries v2 record batches.
-- Partition leaders come from Metadata; a request that fails with a leadership or
-  connection error refreshes the metadata and is sent again.
+- Each request goes at the highest version both sides support, within what this client
+  implements (``VERSION_CAPS``): Fetch stays at v12 and below so that topics are named
+  rather than identified by topic id (v13+), and Produce starts at v3, the first version
+  that carries v2 record batches.
+- A request that fails with a leadership or connection error is sent again once the
+  leader is known again (from Metadata, or from the error itself, KIP-951).
 - Produce is idempotent (KIP-98): one InitProducerId per client, sequence numbers per
   partition, acks=all. A retried batch keeps its sequence, so the broker appends it once.
-- Fetched records are decoded with ``wire.records.record.decode_records``, one log entry at
-  a time so that control batches (transaction markers) can be skipped by their header.
 """
 
 from __future__ import annotations
 
 import socket
-import struct
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Self
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NoReturn, Self, TypeVar
 
-from wire.api_keys import REQUEST_CLASSES, ApiKey
+from kbroker.client_core.connection import (
+    ClientConnection,
+    Ready,
+    Reauthenticated,
+    Response,
+    State,
+)
+from kbroker.client_core.fetched import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    NO_TIMESTAMP_TYPE,
+    FetchedRecord,
+    FetchResult,
+    decode_fetched,
+)
+from kbroker.client_core.metadata import (
+    Address,
+    ClusterMetadata,
+    TopicPartition,
+    metadata_request,
+    topic_partitions,
+)
+from kbroker.client_core.requests import (
+    EARLIEST,
+    LATEST,
+    fetch_request,
+    list_offsets_request,
+    list_offsets_results,
+    produce_answer,
+    produce_request,
+)
+from kbroker.client_core.security import PLAINTEXT, SecurityConfig
+from kbroker.client_tls import ssl_context
+from wire.api_keys import ApiKey
 from wire.errors import ErrorCode, KafkaError
-from wire.frame import decode_response, encode_request
-from wire.messages.api_versions_request import ApiVersionsRequest
 from wire.messages.create_topics_request import (
     CreatableTopic,
     CreatableTopicConfig,
@@ -39,40 +68,29 @@ from wire.messages.delete_records_request import (
     DeleteRecordsRequest,
     DeleteRecordsTopic,
 )
-from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.init_producer_id_request import InitProducerIdRequest
-from wire.messages.list_offsets_request import (
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsTopic,
-)
-from wire.messages.metadata_request import MetadataRequest, MetadataRequestTopic
-from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
-from wire.messages.request_header import RequestHeader
-from wire.records.batch import read_header
-from wire.records.record import Record, build_batch, decode_records, iter_entries
+from wire.records.record import Record, build_batch
 
-Address = tuple[str, int]
-TopicPartition = tuple[str, int]
-
-# ListOffsets special timestamps (protocol guide, ListOffsets).
-LATEST = -1
-EARLIEST = -2
-
-# ConsumerRecord timestamp types as the Java client numbers them (Spark's timestampType).
-NO_TIMESTAMP_TYPE = -1
-CREATE_TIME = 0
-LOG_APPEND_TIME = 1
+__all__ = [
+    "CREATE_TIME",
+    "EARLIEST",
+    "LATEST",
+    "LOG_APPEND_TIME",
+    "NO_TIMESTAMP_TYPE",
+    "DataClient",
+    "FetchResult",
+    "FetchedRecord",
+    "parse_bootstrap",
+]
 
 DEFAULT_TIMEOUT = 30.0
 RETRY_BACKOFF_SECONDS = 0.1
-# Legacy message sets (magic 0/1) keep their attributes byte right after the magic byte;
-# bit 3 is the timestamp type in magic 1.
-_LEGACY_ATTRIBUTES_OFFSET = 17
-_LEGACY_TIMESTAMP_TYPE_BIT = 0x08
+# KIP-368: re-authenticate this far into the session the broker granted.
+REAUTH_FRACTION = 0.85
+T = TypeVar("T")
 
 # (lowest, highest) version of each request this client can build and read.
-_VERSION_CAPS: dict[int, tuple[int, int]] = {
+VERSION_CAPS: dict[int, tuple[int, int]] = {
     ApiKey.METADATA: (1, 12),
     ApiKey.LIST_OFFSETS: (1, 9),
     ApiKey.FETCH: (4, 12),
@@ -82,17 +100,10 @@ _VERSION_CAPS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_RECORDS: (0, 2),
 }
 
-# Errors after which the partition's leader is looked up again and the request re-sent.
-_REFRESH_ERRORS = {
-    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.LEADER_NOT_AVAILABLE,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.FENCED_LEADER_EPOCH,
-    ErrorCode.UNKNOWN_LEADER_EPOCH,
-    ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ErrorCode.REQUEST_TIMED_OUT,
-}
+
+class _LeaderError(KafkaError):
+    """A partition request failed in a way that sending it again to the partition's
+    (possibly new) leader may cure."""
 
 
 def parse_bootstrap(servers: str | Iterable[Address]) -> list[Address]:
@@ -113,90 +124,70 @@ def parse_bootstrap(servers: str | Iterable[Address]) -> list[Address]:
     return found
 
 
-@dataclass(slots=True)
-class FetchedRecord:
-    """One consumed record: a ``Record`` plus the timestamp type of its batch."""
-
-    offset: int
-    timestamp: int
-    timestamp_type: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class FetchResult:
-    """What one Fetch returned for one partition."""
-
-    records: list[FetchedRecord]
-    high_watermark: int
-    log_start_offset: int
-    # Where the next fetch should start: past every whole entry returned, including
-    # control batches and records below the requested offset.
-    next_offset: int
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed by the broker")
-        buf += chunk
-    return bytes(buf)
-
-
 class Connection:
     """One blocking connection to one broker; requests are answered in order."""
 
-    def __init__(self, address: Address, client_id: str, timeout: float) -> None:
+    def __init__(
+        self,
+        address: Address,
+        client_id: str,
+        timeout: float,
+        security: SecurityConfig = PLAINTEXT,
+    ) -> None:
         self.address = address
-        self._client_id = client_id
-        self._sock = socket.create_connection(address, timeout=timeout)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._correlation = 0
-        self.versions: dict[int, tuple[int, int]] = {}
+        self._core = ClientConnection(client_id, caps=VERSION_CAPS, sasl=security.mechanism())
+        self._reauth_at: float | None = None
+        sock = socket.create_connection(address, timeout=timeout)
         try:
-            response = self.call(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            tls = ssl_context(security)
+            if tls is not None:
+                sock = tls.wrap_socket(sock, server_hostname=address[0])
+            self._sock = sock
+            self._wait(lambda event: isinstance(event, Ready))
         except BaseException:
-            self.close()
+            sock.close()
             raise
-        if response.error_code != ErrorCode.NONE:
-            self.close()
-            raise KafkaError(ErrorCode(response.error_code), "ApiVersions failed")
-        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    def _wait(self, done: Callable[[object], bool]) -> Any:
+        """Write what the core has to send and read until an event satisfies ``done``."""
+        while True:
+            data = self._core.data_to_send()
+            if data:
+                self._sock.sendall(data)
+            buf = self._core.get_buffer()
+            n = self._sock.recv_into(buf)
+            del buf
+            if n == 0:
+                raise ConnectionError("connection closed by the broker")
+            for event in self._core.buffer_updated(n):
+                if isinstance(event, Ready | Reauthenticated) and event.session_lifetime_ms > 0:
+                    lifetime = event.session_lifetime_ms / 1000 * REAUTH_FRACTION
+                    self._reauth_at = time.monotonic() + lifetime
+                if done(event):
+                    return event
 
     def version(self, api_key: int) -> int:
         """The highest version of ``api_key`` that the broker and this client both support."""
-        cls = REQUEST_CLASSES[api_key]
-        low, high = _VERSION_CAPS.get(api_key, (cls.MIN_VERSION, cls.MAX_VERSION))
-        theirs = self.versions.get(api_key)
-        if theirs is not None:
-            top = min(high, theirs[1])
-            if top >= max(low, theirs[0]):
-                return top
-        raise KafkaError(
-            ErrorCode.UNSUPPORTED_VERSION, f"no common version of {ApiKey(api_key).name}"
-        )
+        return self._core.version(api_key)
 
     def call(self, api_key: int, version: int, body: Any) -> Any:
         """Send one request at ``version`` and wait for its answer (blocking)."""
-        self._correlation += 1
-        header = RequestHeader(
-            request_api_key=api_key,
-            request_api_version=version,
-            correlation_id=self._correlation,
-            client_id=self._client_id,
-        )
-        self._sock.sendall(encode_request(header, body, version))
-        (size,) = struct.unpack(">i", _recv_exact(self._sock, 4))
-        response_header, response = decode_response(_recv_exact(self._sock, size), api_key, version)
-        if response_header.correlation_id != self._correlation:
-            raise ConnectionError(
-                f"response {response_header.correlation_id} to request {self._correlation}"
+        if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+            self._reauth_at = None
+            if self._core.state is State.READY:
+                self._core.reauthenticate()
+                self._wait(lambda event: isinstance(event, Reauthenticated))
+        sent = self._core.send(api_key, body, version)
+        if not sent.expects_response:
+            self._sock.sendall(self._core.data_to_send())
+            return None
+        response = self._wait(
+            lambda event: (
+                isinstance(event, Response) and event.correlation_id == sent.correlation_id
             )
-        return response
+        )
+        return response.body
 
     def request(self, api_key: int, body: Any) -> tuple[Any, int]:
         """Send at the best common version; returns (response, version used)."""
@@ -205,6 +196,7 @@ class Connection:
 
     def close(self) -> None:
         """Close the socket."""
+        self._core.close()
         self._sock.close()
 
 
@@ -217,13 +209,14 @@ class DataClient:
         *,
         client_id: str = "kbroker-data",
         timeout: float = DEFAULT_TIMEOUT,
+        security: SecurityConfig = PLAINTEXT,
     ) -> None:
         self._bootstrap = parse_bootstrap(bootstrap)
         self._client_id = client_id
         self._timeout = timeout
+        self._security = security
         self._connections: dict[Address, Connection] = {}
-        self._brokers: dict[int, Address] = {}
-        self._leaders: dict[TopicPartition, int] = {}
+        self._cluster = ClusterMetadata()
         self._producer: tuple[int, int] | None = None
         self._sequences: dict[TopicPartition, int] = {}
 
@@ -244,7 +237,7 @@ class DataClient:
     def _connection(self, address: Address) -> Connection:
         existing = self._connections.get(address)
         if existing is None:
-            existing = Connection(address, self._client_id, self._timeout)
+            existing = Connection(address, self._client_id, self._timeout, self._security)
             self._connections[address] = existing
         return existing
 
@@ -268,36 +261,30 @@ class DataClient:
         not exist are left out. Refreshes the brokers and partition leaders."""
         connection = self._any_connection()
         version = connection.version(ApiKey.METADATA)
-        request = MetadataRequest(
-            topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
-            # Before v4 the request cannot say "do not create"; the broker's setting decides.
-            allow_auto_topic_creation=version < 4,
-        )
         try:
-            response = connection.call(ApiKey.METADATA, version, request)
+            response = connection.call(ApiKey.METADATA, version, metadata_request(topics, version))
         except OSError:
             self._drop(connection.address)
             raise
-        self._brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
-        found: dict[str, list[int]] = {}
-        for topic in response.topics:
-            if topic.error_code != ErrorCode.NONE or (topics is None and topic.is_internal):
-                continue
-            name = topic.name or ""
-            found[name] = sorted(p.partition_index for p in topic.partitions)
-            for p in topic.partitions:
-                self._leaders[(name, p.partition_index)] = p.leader_id
-        return found
+        self._cluster.update(response)
+        return topic_partitions(response, include_internal=topics is not None)
 
     def _leader(self, tp: TopicPartition) -> Connection:
-        if tp not in self._leaders or self._leaders[tp] not in self._brokers:
+        address = self._cluster.leader_address(tp)
+        if address is None:
             self.metadata([tp[0]])
-        leader = self._leaders.get(tp, -1)
-        if leader < 0 or leader not in self._brokers:
-            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"no leader for {tp[0]}-{tp[1]}")
-        return self._connection(self._brokers[leader])
+            address = self._cluster.leader_address(tp)
+        if address is None:
+            raise _LeaderError(ErrorCode.LEADER_NOT_AVAILABLE, f"no leader for {tp[0]}-{tp[1]}")
+        return self._connection(address)
 
-    def _with_leader(self, tp: TopicPartition, attempt: Any) -> Any:
+    def _failed(self, tp: TopicPartition, error: int, what: str, **hint: Any) -> NoReturn:
+        """Raise ``error`` for ``tp``, telling the metadata first (it may mean a new
+        leader, KIP-951 ``hint`` and ``endpoints`` included)."""
+        retriable = self._cluster.partition_error(tp, error, **hint)
+        raise (_LeaderError if retriable else KafkaError)(ErrorCode(error), what)
+
+    def _with_leader(self, tp: TopicPartition, attempt: Callable[[Connection], T]) -> T:
         """``attempt(connection)`` on the partition's leader, retried after leadership and
         connection errors until the client's timeout."""
         deadline = time.monotonic() + self._timeout
@@ -307,14 +294,13 @@ class DataClient:
                 connection = self._leader(tp)
                 address = connection.address
                 return attempt(connection)
-            except KafkaError as exc:
-                if exc.code not in _REFRESH_ERRORS or time.monotonic() > deadline:
+            except _LeaderError:
+                if time.monotonic() > deadline:
                     raise
-                self._leaders.pop(tp, None)
             except OSError:
                 if address is not None:
                     self._drop(address)
-                self._leaders.pop(tp, None)
+                self._cluster.invalidate_leader(tp)
                 if time.monotonic() > deadline:
                     raise
             time.sleep(RETRY_BACKOFF_SECONDS)
@@ -367,11 +353,11 @@ class DataClient:
             for topic in response.topics:
                 for p in topic.partitions:
                     if p.error_code != ErrorCode.NONE:
-                        raise KafkaError(ErrorCode(p.error_code), f"delete records {tp}")
+                        self._failed(tp, p.error_code, f"delete records {tp[0]}-{tp[1]}")
                     return int(p.low_watermark)
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
+            self._failed(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
 
-        return int(self._with_leader(tp, attempt))
+        return self._with_leader(tp, attempt)
 
     # -- offsets -------------------------------------------------------------------------
 
@@ -387,22 +373,14 @@ class DataClient:
         return found
 
     def _list_one(self, connection: Connection, tp: TopicPartition, timestamp: int) -> int:
-        request = ListOffsetsRequest(
-            replica_id=-1,
-            topics=[
-                ListOffsetsTopic(
-                    name=tp[0],
-                    partitions=[ListOffsetsPartition(partition_index=tp[1], timestamp=timestamp)],
-                )
-            ],
+        request = list_offsets_request([tp], timestamp)
+        response, version = connection.request(ApiKey.LIST_OFFSETS, request)
+        error, offset = list_offsets_results(response, version).get(
+            tp, (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
         )
-        response, _ = connection.request(ApiKey.LIST_OFFSETS, request)
-        for topic in response.topics:
-            for p in topic.partitions:
-                if p.error_code != ErrorCode.NONE:
-                    raise KafkaError(ErrorCode(p.error_code), f"list offsets {tp[0]}-{tp[1]}")
-                return int(p.offset)
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
+        if error != ErrorCode.NONE:
+            self._failed(tp, error, f"list offsets {tp[0]}-{tp[1]}")
+        return offset
 
     # -- fetch ---------------------------------------------------------------------------
 
@@ -416,42 +394,24 @@ class DataClient:
     ) -> FetchResult:
         """Records of one partition from ``offset`` on (read_uncommitted, below the high
         watermark). Raises KafkaError(OFFSET_OUT_OF_RANGE) outside the log."""
-        return self._with_leader(  # type: ignore[no-any-return]
+        return self._with_leader(
             tp, lambda c: self._fetch_one(c, tp, offset, max_bytes, max_wait_ms)
         )
 
     def _fetch_one(
         self, connection: Connection, tp: TopicPartition, offset: int, max_bytes: int, wait: int
     ) -> FetchResult:
-        request = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=wait,
-            min_bytes=1,
-            max_bytes=max_bytes,
-            isolation_level=0,
-            topics=[
-                FetchTopic(
-                    topic=tp[0],
-                    partitions=[
-                        FetchPartition(
-                            partition=tp[1], fetch_offset=offset, partition_max_bytes=max_bytes
-                        )
-                    ],
-                )
-            ],
-        )
+        request = fetch_request(tp, offset, max_bytes, wait)
         response, _ = connection.request(ApiKey.FETCH, request)
         if response.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(response.error_code), f"fetch {tp[0]}-{tp[1]}")
         for topic in response.responses:
             for p in topic.partitions:
                 if p.error_code != ErrorCode.NONE:
-                    raise KafkaError(
-                        ErrorCode(p.error_code), f"fetch {tp[0]}-{tp[1]} at offset {offset}"
-                    )
-                records, next_offset = _decode_fetched(p.records or b"", offset)
+                    self._failed(tp, p.error_code, f"fetch {tp[0]}-{tp[1]} at offset {offset}")
+                records, next_offset = decode_fetched(p.records or b"", offset)
                 return FetchResult(records, p.high_watermark, p.log_start_offset, next_offset)
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
+        self._failed(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
 
     # -- produce -------------------------------------------------------------------------
 
@@ -494,61 +454,17 @@ class DataClient:
             )
         else:
             batch = build_batch(renumbered, compression=compression)
-        base = int(self._with_leader(tp, lambda c: self._produce_one(c, tp, batch)))
+        base = self._with_leader(tp, lambda c: self._produce_one(c, tp, batch))
         if idempotent:
             # Sequences wrap at int32 max (KIP-98).
             self._sequences[tp] = (sequence + len(records)) & 0x7FFFFFFF
         return base
 
     def _produce_one(self, connection: Connection, tp: TopicPartition, batch: bytes) -> int:
-        request = ProduceRequest(
-            transactional_id=None,
-            acks=-1,
-            timeout_ms=int(self._timeout * 1000),
-            topic_data=[
-                TopicProduceData(
-                    name=tp[0], partition_data=[PartitionProduceData(index=tp[1], records=batch)]
-                )
-            ],
-        )
+        request = produce_request(tp, batch, int(self._timeout * 1000))
         response, _ = connection.request(ApiKey.PRODUCE, request)
-        for topic in response.responses:
-            for p in topic.partition_responses:
-                # A duplicate of a batch already appended: the first append stands (KIP-98).
-                if p.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-                    return int(p.base_offset)
-                raise KafkaError(
-                    ErrorCode(p.error_code),
-                    f"produce {tp[0]}-{tp[1]}: {p.error_message or ''}".rstrip(": "),
-                )
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
-
-
-def _decode_fetched(buf: bytes | memoryview, offset: int) -> tuple[list[FetchedRecord], int]:
-    """Records at or past ``offset`` from a Fetch's record set, and the next fetch offset.
-    Control batches are skipped; a trailing partial entry is left for the next fetch."""
-    view = memoryview(buf)
-    out: list[FetchedRecord] = []
-    next_offset = offset
-    for pos, size, magic in iter_entries(view):
-        entry = view[pos : pos + size]
-        if magic == 2:
-            header = read_header(entry)
-            next_offset = max(next_offset, header.next_offset)
-            if header.is_control:
-                continue
-            timestamp_type = LOG_APPEND_TIME if header.timestamp_type else CREATE_TIME
-        elif magic == 1:
-            attributes = entry[_LEGACY_ATTRIBUTES_OFFSET]
-            timestamp_type = (
-                LOG_APPEND_TIME if attributes & _LEGACY_TIMESTAMP_TYPE_BIT else CREATE_TIME
-            )
-        else:
-            timestamp_type = NO_TIMESTAMP_TYPE
-        for r in decode_records(entry):
-            if r.offset >= offset:
-                out.append(
-                    FetchedRecord(r.offset, r.timestamp, timestamp_type, r.key, r.value, r.headers)
-                )
-            next_offset = max(next_offset, r.offset + 1)
-    return out, next_offset
+        answer, base_offset = produce_answer(response, tp)
+        if answer.error != ErrorCode.NONE:
+            what = f"produce {tp[0]}-{tp[1]}: {answer.message}".rstrip(": ")
+            self._failed(tp, answer.error, what, hint=answer.hint, endpoints=answer.endpoints)
+        return base_offset

@@ -31,45 +31,13 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from kbroker.client_core.partitioner import partition_for_key
 from kbroker.data_client import DataClient
 from spark_conn.options import OptionError, bootstrap_of
 from wire.records.record import Record
 
 BATCH_RECORDS = 1000
 BATCH_BYTES = 512 * 1024
-
-_M = 0x5BD1E995
-_MASK = 0xFFFFFFFF
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's 32-bit murmur2 hash (seed 0x9747b28c), as a signed int like Java's."""
-    length = len(data)
-    h = (0x9747B28C ^ length) & _MASK
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = ((h * _M) & _MASK) ^ k
-    tail = length % 4
-    if tail == 3:
-        h ^= data[whole + 2] << 16
-    if tail >= 2:
-        h ^= data[whole + 1] << 8
-    if tail >= 1:
-        h ^= data[whole]
-        h = (h * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def key_partition(key: bytes, num_partitions: int) -> int:
-    """The partition Kafka's default partitioner picks for a keyed record."""
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
 @dataclass(frozen=True)
@@ -156,7 +124,7 @@ class _TaskWriter:
             raise ValueError(f"topic {topic!r} has no partition {partition}")
         if partition is None:
             if key is not None:
-                partition = key_partition(key, count)
+                partition = partition_for_key(key, count)
             else:
                 partition = self._sticky.setdefault(topic, random.randrange(count))
         tp = (topic, int(partition))
