@@ -267,6 +267,7 @@ class KafkaClient:
         self._client_id = client_id
         self._timeout = timeout
         self._security = security
+        ssl_context(security)  # bad TLS settings fail here, not at the first connection
         self._connections: dict[Address, BrokerConnection] = {}
         self.cluster = ClusterMetadata()
 

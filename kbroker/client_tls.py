@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import functools
 import ssl
 
 from kbroker.client_core.security import SecurityConfig, SecurityConfigError
 
 
+@functools.cache
 def ssl_context(config: SecurityConfig) -> ssl.SSLContext | None:
     """The context to wrap connections in, or None when ``security.protocol`` has no TLS.
     Without a trust store the system's certificate authorities are trusted, as Kafka's
-    clients trust the JVM's or the system's."""
+    clients trust the JVM's or the system's. Built once per configuration."""
     if not config.tls:
         return None
     try:

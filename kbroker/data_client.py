@@ -215,6 +215,7 @@ class DataClient:
         self._client_id = client_id
         self._timeout = timeout
         self._security = security
+        ssl_context(security)  # bad TLS settings fail here, not at the first connection
         self._connections: dict[Address, Connection] = {}
         self._cluster = ClusterMetadata()
         self._producer: tuple[int, int] | None = None
