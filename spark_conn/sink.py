@@ -32,8 +32,9 @@ from pyspark.sql.types import (
 )
 
 from kbroker.client_core.partitioner import partition_for_key
+from kbroker.client_core.security import PLAINTEXT, SecurityConfig
 from kbroker.data_client import DataClient
-from spark_conn.options import OptionError, bootstrap_of
+from spark_conn.options import OptionError, bootstrap_of, security_of
 from wire.records.record import Record
 
 BATCH_RECORDS = 1000
@@ -47,6 +48,7 @@ class SinkPlan:
     bootstrap: str
     topic: str | None
     columns: Mapping[str, int]
+    security: SecurityConfig = PLAINTEXT
 
 
 @dataclass
@@ -77,7 +79,12 @@ def plan_sink(options: Mapping[str, str], schema: StructType) -> SinkPlan:
         if name in types and not isinstance(types[name], allowed):
             raise OptionError(f"column {name} cannot be {types[name].simpleString()}")
     columns = {name: names.index(name) for name in expected if name in types}
-    return SinkPlan(bootstrap=bootstrap_of(lowered), topic=topic, columns=columns)
+    return SinkPlan(
+        bootstrap=bootstrap_of(lowered),
+        topic=topic,
+        columns=columns,
+        security=security_of(lowered),
+    )
 
 
 def _bytes(value: Any) -> bytes | None:
@@ -155,7 +162,9 @@ class _TaskWriter:
 
 def write_rows(plan: SinkPlan, rows: Iterator[Row]) -> WriteSummary:
     """Write every row of one task; returns once the broker acknowledged all of them."""
-    with DataClient(plan.bootstrap, client_id="kbroker-spark-writer") as client:
+    with DataClient(
+        plan.bootstrap, client_id="kbroker-spark-writer", security=plan.security
+    ) as client:
         writer = _TaskWriter(plan, client)
         for row in rows:
             writer.add(row)

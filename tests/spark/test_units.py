@@ -133,3 +133,37 @@ def test_kafka_connector_locations(tmp_path: pytest.TempPathFactory) -> None:
     assert kafka_jars("") == []
     with pytest.raises(FileNotFoundError):
         kafka_jars(str(tmp_path / "missing.jar"))  # type: ignore[operator]
+
+
+def test_security_options_take_the_kafka_prefix() -> None:
+    """As Spark's Kafka source: kafka.security.protocol, kafka.sasl.*, kafka.ssl.*."""
+    o = parse_source_options(
+        {
+            **BOOT,
+            "subscribe": "a",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                'username="spark" password="pw";'
+            ),
+            "kafka.ssl.truststore.location": "/ca.pem",
+            "kafka.ssl.truststore.type": "PEM",
+        },
+        streaming=False,
+    )
+    assert (o.security.protocol, o.security.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+    assert (o.security.sasl_username, o.security.ssl_cafile) == ("spark", "/ca.pem")
+    assert parse_source_options({**BOOT, "subscribe": "a"}, streaming=False).security.tls is False
+
+
+@pytest.mark.parametrize(
+    ("options", "complaint"),
+    [
+        ({"kafka.security.protocol": "SASL_PLAINTEXT"}, "kafka.security.protocol=SASL_PLAINTEXT"),
+        ({"kafka.ssl.truststore.type": "JKS", "kafka.ssl.truststore.location": "/t"}, "PEM"),
+    ],
+)
+def test_bad_security_options(options: dict[str, str], complaint: str) -> None:
+    with pytest.raises(OptionError, match=complaint):
+        parse_source_options({**BOOT, "subscribe": "a", **options}, streaming=False)
