@@ -170,7 +170,8 @@ class _Protocol(asyncio.BufferedProtocol):
         self._writable.set()
 
     async def drain(self) -> None:
-        await self._writable.wait()
+        if not self._writable.is_set():
+            await self._writable.wait()
 
 
 class BrokerConnection:
