@@ -39,6 +39,10 @@ from kbroker.client_core.requests import (
     LATEST,
     list_offsets_request,
     list_offsets_results,
+    offset_commit_request,
+    offset_commit_results,
+    offset_fetch_request,
+    offset_fetch_results,
 )
 from kbroker.client_core.security import PLAINTEXT, SecurityConfig
 from kbroker.client_tls import ssl_context
@@ -48,15 +52,6 @@ from wire.messages.describe_groups_request import DescribeGroupsRequest
 from wire.messages.describe_groups_response import DescribedGroup
 from wire.messages.list_groups_request import ListGroupsRequest
 from wire.messages.metadata_response import MetadataResponse
-from wire.messages.offset_commit_request import (
-    OffsetCommitRequest,
-    OffsetCommitRequestPartition,
-    OffsetCommitRequestTopic,
-)
-from wire.messages.offset_fetch_request import (
-    OffsetFetchRequest,
-    OffsetFetchRequestGroup,
-)
 
 __all__ = [
     "EARLIEST",
@@ -409,35 +404,17 @@ class KafkaClient:
 
         async def attempt(connection: BrokerConnection) -> dict[TopicPartition, tuple[int, str]]:
             version = connection.version(ApiKey.OFFSET_FETCH)
-            if version >= 8:
-                request = OffsetFetchRequest(
-                    groups=[OffsetFetchRequestGroup(group_id=group_id, topics=None)]
-                )
-                response = await connection.call(ApiKey.OFFSET_FETCH, version, request)
-                group = response.groups[0]
-                error, topics = group.error_code, group.topics
-            else:
-                if version < 2:
-                    raise KafkaError(
-                        ErrorCode.UNSUPPORTED_VERSION, "OffsetFetch v2+ is needed for all topics"
-                    )
-                request = OffsetFetchRequest(group_id=group_id, topics=None)
-                response = await connection.call(ApiKey.OFFSET_FETCH, version, request)
-                error, topics = response.error_code, response.topics
+            request = offset_fetch_request(group_id, version)
+            response = await connection.call(ApiKey.OFFSET_FETCH, version, request)
+            error, partitions = offset_fetch_results(response, version)
             if error != ErrorCode.NONE:
-                raise KafkaError(ErrorCode(error), f"offsets of {group_id!r}")
+                raise KafkaError(error, f"offsets of {group_id!r}")
             found: dict[TopicPartition, tuple[int, str]] = {}
-            for topic in topics:
-                for p in topic.partitions:
-                    if p.error_code != ErrorCode.NONE:
-                        raise KafkaError(
-                            ErrorCode(p.error_code), f"{topic.name}-{p.partition_index}"
-                        )
-                    if p.committed_offset >= 0:
-                        found[(topic.name, p.partition_index)] = (
-                            p.committed_offset,
-                            p.metadata or "",
-                        )
+            for (topic, partition), (p_error, offset, metadata) in partitions.items():
+                if p_error != ErrorCode.NONE:
+                    raise KafkaError(p_error, f"{topic}-{partition}")
+                if offset >= 0:
+                    found[(topic, partition)] = (offset, metadata)
             return found
 
         return await self._retrying(group_id, attempt)
@@ -447,27 +424,11 @@ class KafkaClient:
     ) -> dict[TopicPartition, ErrorCode]:
         """A commit without group membership (generation -1, as an admin tool does); the group
         must be empty. Returns per-partition errors."""
-        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
-        for (topic, partition), (offset, metadata) in sorted(offsets.items()):
-            by_topic.setdefault(topic, []).append(
-                OffsetCommitRequestPartition(
-                    partition_index=partition, committed_offset=offset, committed_metadata=metadata
-                )
-            )
-        request = OffsetCommitRequest(
-            group_id=group_id,
-            generation_id_or_member_epoch=-1,
-            member_id="",
-            topics=[OffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()],
-        )
+        request = offset_commit_request(group_id, offsets)
 
         async def attempt(connection: BrokerConnection) -> dict[TopicPartition, ErrorCode]:
             response, _ = await connection.request(ApiKey.OFFSET_COMMIT, request)
-            errors = {
-                (t.name, p.partition_index): ErrorCode(p.error_code)
-                for t in response.topics
-                for p in t.partitions
-            }
+            errors = offset_commit_results(response)
             for error in errors.values():
                 if error in COORDINATOR_ERRORS:
                     raise KafkaError(error, "commit")

@@ -48,6 +48,8 @@ from kbroker.client_core.metadata import (
 from kbroker.client_core.requests import (
     EARLIEST,
     LATEST,
+    create_topics_request,
+    delete_records_request,
     fetch_request,
     list_offsets_request,
     list_offsets_results,
@@ -58,16 +60,6 @@ from kbroker.client_core.security import PLAINTEXT, SecurityConfig
 from kbroker.client_tls import ssl_context
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode, KafkaError
-from wire.messages.create_topics_request import (
-    CreatableTopic,
-    CreatableTopicConfig,
-    CreateTopicsRequest,
-)
-from wire.messages.delete_records_request import (
-    DeleteRecordsPartition,
-    DeleteRecordsRequest,
-    DeleteRecordsTopic,
-)
 from wire.messages.init_producer_id_request import InitProducerIdRequest
 from wire.records.record import Record, build_batch
 
@@ -314,21 +306,8 @@ class DataClient:
     ) -> None:
         """Create each topic with its partition count and the topic ``configs``; existing
         topics are left alone."""
-        topic_configs = [
-            CreatableTopicConfig(name=key, value=value) for key, value in (configs or {}).items()
-        ]
-        request = CreateTopicsRequest(
-            topics=[
-                CreatableTopic(
-                    name=name,
-                    num_partitions=count,
-                    replication_factor=replication_factor,
-                    configs=topic_configs,
-                )
-                for name, count in topics.items()
-            ],
-            timeout_ms=int(self._timeout * 1000),
-        )
+        timeout_ms = int(self._timeout * 1000)
+        request = create_topics_request(topics, replication_factor, configs or {}, timeout_ms)
         response, _ = self._any_connection().request(ApiKey.CREATE_TOPICS, request)
         for result in response.topics:
             if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
@@ -341,15 +320,7 @@ class DataClient:
         high watermark); returns the new log start offset."""
 
         def attempt(connection: Connection) -> int:
-            request = DeleteRecordsRequest(
-                topics=[
-                    DeleteRecordsTopic(
-                        name=tp[0],
-                        partitions=[DeleteRecordsPartition(partition_index=tp[1], offset=before)],
-                    )
-                ],
-                timeout_ms=int(self._timeout * 1000),
-            )
+            request = delete_records_request(tp, before, int(self._timeout * 1000))
             response, _ = connection.request(ApiKey.DELETE_RECORDS, request)
             for topic in response.topics:
                 for p in topic.partitions:

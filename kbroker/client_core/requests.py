@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kbroker.client_core.metadata import TopicPartition
-from wire.errors import ErrorCode
+from wire.errors import ErrorCode, KafkaError
+from wire.messages.create_topics_request import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
+from wire.messages.delete_records_request import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsTopic,
+)
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.list_offsets_request import (
     ListOffsetsPartition,
@@ -14,6 +24,14 @@ from wire.messages.list_offsets_request import (
     ListOffsetsTopic,
 )
 from wire.messages.list_offsets_response import ListOffsetsResponse
+from wire.messages.offset_commit_request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from wire.messages.offset_commit_response import OffsetCommitResponse
+from wire.messages.offset_fetch_request import OffsetFetchRequest, OffsetFetchRequestGroup
+from wire.messages.offset_fetch_response import OffsetFetchResponse
 from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from wire.messages.produce_response import ProduceResponse
 
@@ -108,3 +126,92 @@ def produce_answer(response: ProduceResponse, tp: TopicPartition) -> tuple[Parti
             return answer, p.base_offset
     missing = PartitionAnswer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "", None, endpoints)
     return missing, -1
+
+
+def offset_fetch_request(group_id: str, version: int) -> OffsetFetchRequest:
+    """Every committed offset of a group (topics null: v2+; v8+ batches groups, KIP-709)."""
+    if version >= 8:
+        return OffsetFetchRequest(groups=[OffsetFetchRequestGroup(group_id=group_id, topics=None)])
+    if version < 2:
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "OffsetFetch v2+ is needed for all topics")
+    return OffsetFetchRequest(group_id=group_id, topics=None)
+
+
+def offset_fetch_results(
+    response: OffsetFetchResponse, version: int
+) -> tuple[ErrorCode, dict[TopicPartition, tuple[ErrorCode, int, str]]]:
+    """The group's error, and per partition its error, committed offset (-1: none) and
+    metadata."""
+    if version >= 8:
+        group = response.groups[0]
+        error, topics = group.error_code, group.topics
+    else:
+        error, topics = response.error_code, response.topics
+    found = {
+        (topic.name, p.partition_index): (
+            ErrorCode(p.error_code),
+            p.committed_offset,
+            p.metadata or "",
+        )
+        for topic in topics
+        for p in topic.partitions
+    }
+    return ErrorCode(error), found
+
+
+def offset_commit_request(
+    group_id: str, offsets: Mapping[TopicPartition, tuple[int, str]]
+) -> OffsetCommitRequest:
+    """A commit without group membership (generation -1, as an admin tool does)."""
+    by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
+    for (topic, partition), (offset, metadata) in sorted(offsets.items()):
+        by_topic.setdefault(topic, []).append(
+            OffsetCommitRequestPartition(
+                partition_index=partition, committed_offset=offset, committed_metadata=metadata
+            )
+        )
+    return OffsetCommitRequest(
+        group_id=group_id,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[OffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()],
+    )
+
+
+def offset_commit_results(response: OffsetCommitResponse) -> dict[TopicPartition, ErrorCode]:
+    return {
+        (t.name, p.partition_index): ErrorCode(p.error_code)
+        for t in response.topics
+        for p in t.partitions
+    }
+
+
+def create_topics_request(
+    topics: Mapping[str, int],
+    replication_factor: int,
+    configs: Mapping[str, str],
+    timeout_ms: int,
+) -> CreateTopicsRequest:
+    """Each topic with its partition count, the same ``configs`` for all."""
+    topic_configs = [CreatableTopicConfig(name=k, value=v) for k, v in configs.items()]
+    return CreateTopicsRequest(
+        topics=[
+            CreatableTopic(
+                name=name,
+                num_partitions=count,
+                replication_factor=replication_factor,
+                configs=topic_configs,
+            )
+            for name, count in topics.items()
+        ],
+        timeout_ms=timeout_ms,
+    )
+
+
+def delete_records_request(
+    tp: TopicPartition, before: int, timeout_ms: int
+) -> DeleteRecordsRequest:
+    partition = DeleteRecordsPartition(partition_index=tp[1], offset=before)
+    return DeleteRecordsRequest(
+        topics=[DeleteRecordsTopic(name=tp[0], partitions=[partition])], timeout_ms=timeout_ms
+    )
