@@ -165,6 +165,9 @@ class Connection:
 
     def call(self, api_key: int, version: int, body: Any) -> Any:
         """Send one request at ``version`` and wait for its answer (blocking)."""
+        if self._core.state is State.CLOSED:
+            # An earlier failure left the protocol state unknown.
+            raise ConnectionError(f"connection to {self.address[0]}:{self.address[1]} is broken")
         if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
             self._reauth_at = None
             if self._core.state is State.READY:
