@@ -1,59 +1,73 @@
-"""A minimal asyncio Kafka client over ``wire``, for kbroker's own command-line tools.
+"""kbroker's asyncio Kafka client: the command-line tools, follower fetchers, transaction
+markers.
 
-It speaks to any Kafka-compatible broker: it negotiates versions with ApiVersions (KIP-511)
-and uses the highest version both sides support (capped where a caller asks), finds partition
-leaders through Metadata and group coordinators through FindCoordinator. One request is in
-flight per connection; every call has a timeout.
+A thin shell over kbroker.client_core: this module moves bytes between sockets (TLS-wrapped
+where ``security.protocol`` says so) and the core's connection state machine, and keeps
+time (every call has a timeout; a SASL session is renewed before the lifetime the broker
+gave it ends, KIP-368). Versions, framing, correlation, SASL and the knowledge of leaders
+and coordinators are the core's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import struct
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
-from wire.api_keys import REQUEST_CLASSES, ApiKey
+from kbroker.client_core.connection import (
+    ClientConnection,
+    Event,
+    Ready,
+    Reauthenticated,
+    Response,
+    State,
+    Versions,
+)
+from kbroker.client_core.metadata import (
+    COORDINATOR_ERRORS,
+    GROUP,
+    Address,
+    ClusterMetadata,
+    TopicPartition,
+    find_coordinator_answer,
+    find_coordinator_request,
+    metadata_request,
+    topic_partitions,
+)
+from kbroker.client_core.requests import (
+    EARLIEST,
+    LATEST,
+    list_offsets_request,
+    list_offsets_results,
+    offset_commit_request,
+    offset_commit_results,
+    offset_fetch_request,
+    offset_fetch_results,
+)
+from kbroker.client_core.security import PLAINTEXT, SecurityConfig
+from kbroker.client_tls import ssl_context
+from wire.api_keys import ApiKey
 from wire.errors import ErrorCode, KafkaError
-from wire.frame import decode_response, encode_request
-from wire.messages.api_versions_request import ApiVersionsRequest
-from wire.messages.api_versions_response import ApiVersionsResponse
 from wire.messages.describe_groups_request import DescribeGroupsRequest
 from wire.messages.describe_groups_response import DescribedGroup
-from wire.messages.find_coordinator_request import FindCoordinatorRequest
 from wire.messages.list_groups_request import ListGroupsRequest
-from wire.messages.list_offsets_request import (
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsTopic,
-)
-from wire.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from wire.messages.metadata_response import MetadataResponse
-from wire.messages.offset_commit_request import (
-    OffsetCommitRequest,
-    OffsetCommitRequestPartition,
-    OffsetCommitRequestTopic,
-)
-from wire.messages.offset_fetch_request import (
-    OffsetFetchRequest,
-    OffsetFetchRequestGroup,
-)
-from wire.messages.request_header import RequestHeader
 
-TopicPartition = tuple[str, int]
-Address = tuple[str, int]
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "Address",
+    "BrokerConnection",
+    "KafkaClient",
+    "TopicPartition",
+    "parse_address",
+]
 
 DEFAULT_TIMEOUT = 30.0
-# Errors after which a coordinator look-up is retried (the coordinator moves or loads).
-_COORDINATOR_RETRY = {
-    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.NOT_COORDINATOR,
-}
 RETRY_BACKOFF_SECONDS = 0.2
-# ListOffsets special timestamps.
-LATEST = -1
-EARLIEST = -2
+# KIP-368: re-authenticate this far into the session the broker granted.
+REAUTH_FRACTION = 0.85
+T = TypeVar("T")
 
 
 def parse_address(text: str, default_port: int = 9092) -> Address:
@@ -63,92 +77,175 @@ def parse_address(text: str, default_port: int = 9092) -> Address:
     return host.strip("[]"), int(port)
 
 
-class BrokerConnection:
-    """One connection, requests answered in order."""
+class _Protocol(asyncio.BufferedProtocol):
+    """Reads the socket straight into the core's buffer and hands the core's events to
+    whoever waits for them."""
 
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        client_id: str,
-        timeout: float,
-    ) -> None:
-        self._reader = reader
-        self._writer = writer
-        self._client_id = client_id
+    def __init__(self, core: ClientConnection, loop: asyncio.AbstractEventLoop) -> None:
+        self.core = core
+        self._loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.ready: asyncio.Future[Ready] = loop.create_future()
+        self.waiters: dict[int, asyncio.Future[Any]] = {}
+        self.error: Exception | None = None
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._reauth: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.flush()
+
+    def flush(self) -> None:
+        data = self.core.data_to_send()
+        if data and self.transport is not None:
+            self.transport.write(data)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.core.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            events = self.core.buffer_updated(nbytes)
+        except Exception as exc:
+            self.fail(exc)
+            return
+        for event in events:
+            self._dispatch(event)
+        self.flush()
+
+    def _dispatch(self, event: Event) -> None:
+        if isinstance(event, Response):
+            waiter = self.waiters.pop(event.correlation_id, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(event.body)
+            return
+        if isinstance(event, Ready) and not self.ready.done():
+            self.ready.set_result(event)
+        assert isinstance(event, Ready | Reauthenticated)
+        if event.session_lifetime_ms > 0:
+            delay = event.session_lifetime_ms / 1000 * REAUTH_FRACTION
+            self._reauth = self._loop.call_later(delay, self._reauthenticate)
+
+    def _reauthenticate(self) -> None:
+        if self.core.state is State.READY:
+            self.core.reauthenticate()
+            self.flush()
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(exc or ConnectionError("connection closed by the broker"))
+
+    def fail(self, exc: BaseException) -> None:
+        """The connection is unusable: everyone waiting learns why."""
+        if self.error is None:
+            # A cancelled opener must not hand its CancelledError to other waiters.
+            self.error = exc if isinstance(exc, Exception) else ConnectionError("abandoned")
+        self.core.close()
+        if self._reauth is not None:
+            self._reauth.cancel()
+        waiters = [self.ready, *self.waiters.values()]
+        self.waiters.clear()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_exception(self.error)
+                # Marked as retrieved: nobody may be left to await it.
+                waiter.exception()
+        self._writable.set()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    async def drain(self) -> None:
+        if not self._writable.is_set():
+            await self._writable.wait()
+
+
+class BrokerConnection:
+    """One connection; requests may be pipelined, answers come back in order."""
+
+    def __init__(self, protocol: _Protocol, timeout: float) -> None:
+        self._protocol = protocol
+        self._core = protocol.core
         self._timeout = timeout
-        self._correlation = 0
-        self._lock = asyncio.Lock()
-        self.versions: dict[int, tuple[int, int]] = {}
 
     @classmethod
     async def open(
-        cls, address: Address, client_id: str, timeout: float = DEFAULT_TIMEOUT
+        cls,
+        address: Address,
+        client_id: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        security: SecurityConfig = PLAINTEXT,
+        caps: Versions | None = None,
     ) -> BrokerConnection:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), timeout)
-        connection = cls(reader, writer, client_id, timeout)
+        """Connect, negotiate versions and authenticate, within ``timeout``."""
+        loop = asyncio.get_running_loop()
+        core = ClientConnection(client_id, caps=caps, sasl=security.mechanism())
+        protocol = _Protocol(core, loop)
+        tls = ssl_context(security)
         try:
-            response = await connection.call(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
-        except BaseException:
-            await connection.close()
+            async with asyncio.timeout(timeout):
+                await loop.create_connection(
+                    lambda: protocol,
+                    *address,
+                    ssl=tls,
+                    server_hostname=address[0] if tls is not None else None,
+                )
+                await protocol.ready
+        except BaseException as exc:
+            protocol.fail(exc)
             raise
-        assert isinstance(response, ApiVersionsResponse)
-        if response.error_code != ErrorCode.NONE:
-            await connection.close()
-            raise KafkaError(ErrorCode(response.error_code), "ApiVersions failed")
-        connection.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-        return connection
+        return cls(protocol, timeout)
+
+    @property
+    def versions(self) -> Versions:
+        return self._core.versions
+
+    @property
+    def closed(self) -> bool:
+        return self._protocol.error is not None
 
     def version(self, api_key: int, highest: int | None = None) -> int:
         """The highest version of ``api_key`` both sides support (at most ``highest``)."""
-        cls = REQUEST_CLASSES[api_key]
-        theirs = self.versions.get(api_key)
-        if theirs is None:
-            raise KafkaError(
-                ErrorCode.UNSUPPORTED_VERSION, f"the broker does not support {ApiKey(api_key).name}"
-            )
-        top = min(cls.MAX_VERSION, theirs[1], cls.MAX_VERSION if highest is None else highest)
-        if top < max(cls.MIN_VERSION, theirs[0]):
-            raise KafkaError(
-                ErrorCode.UNSUPPORTED_VERSION, f"no common version of {ApiKey(api_key).name}"
-            )
-        return top
+        return self._core.version(api_key, highest)
 
     async def call(self, api_key: int, version: int, body: Any) -> Any:
-        async with self._lock:
-            self._correlation += 1
-            correlation = self._correlation
-            header = RequestHeader(
-                request_api_key=api_key,
-                request_api_version=version,
-                correlation_id=correlation,
-                client_id=self._client_id,
-            )
-            self._writer.write(encode_request(header, body, version))
-            await self._writer.drain()
+        """Send ``body`` at ``version`` and wait for its answer (None for a Produce with
+        acks=0). A timeout closes the connection: the answer may still be on its way."""
+        protocol = self._protocol
+        if protocol.error is not None:
+            raise ConnectionError(f"connection is closed: {protocol.error}")
+        sent = self._core.send(api_key, body, version)
+        waiter: asyncio.Future[Any] | None = None
+        if sent.expects_response:
+            waiter = asyncio.get_running_loop().create_future()
+            protocol.waiters[sent.correlation_id] = waiter
+        protocol.flush()
+        try:
             # asyncio.timeout, not wait_for: no task wrapped around every inter-broker fetch.
             async with asyncio.timeout(self._timeout):
-                return await self._receive(api_key, version, correlation)
+                await protocol.drain()
+                return None if waiter is None else await waiter
+        except TimeoutError as exc:
+            protocol.fail(exc)
+            raise
 
     async def request(self, api_key: int, body: Any, highest: int | None = None) -> tuple[Any, int]:
         """Send at the best common version; returns (response, version used)."""
-        version = self.version(api_key, highest)
+        version = self._core.version(api_key, highest)
         return await self.call(api_key, version, body), version
 
-    async def _receive(self, api_key: int, version: int, correlation: int) -> Any:
-        size = struct.unpack(">i", await self._reader.readexactly(4))[0]
-        frame = await self._reader.readexactly(size)
-        header, body = decode_response(frame, api_key, version)
-        if header.correlation_id != correlation:
-            raise ConnectionError(f"response {header.correlation_id} to request {correlation}")
-        return body
-
     async def close(self) -> None:
-        self._writer.close()
-        try:
-            await self._writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass
+        self._protocol.fail(ConnectionError("connection closed"))
 
 
 class KafkaClient:
@@ -160,12 +257,19 @@ class KafkaClient:
         *,
         client_id: str = "kbroker-cli",
         timeout: float = DEFAULT_TIMEOUT,
+        security: SecurityConfig = PLAINTEXT,
     ) -> None:
         self._bootstrap = list(bootstrap)
         self._client_id = client_id
         self._timeout = timeout
+        self._security = security
+        ssl_context(security)  # bad TLS settings fail here, not at the first connection
         self._connections: dict[Address, BrokerConnection] = {}
-        self.brokers: dict[int, Address] = {}
+        self.cluster = ClusterMetadata()
+
+    @property
+    def brokers(self) -> Mapping[int, Address]:
+        return self.cluster.brokers
 
     async def __aenter__(self) -> KafkaClient:
         return self
@@ -180,15 +284,17 @@ class KafkaClient:
 
     async def connection(self, address: Address) -> BrokerConnection:
         existing = self._connections.get(address)
-        if existing is not None:
+        if existing is not None and not existing.closed:
             return existing
-        connection = await BrokerConnection.open(address, self._client_id, self._timeout)
+        connection = await BrokerConnection.open(
+            address, self._client_id, self._timeout, security=self._security
+        )
         self._connections[address] = connection
         return connection
 
     async def any_connection(self) -> BrokerConnection:
         errors: list[str] = []
-        for address in [*self._connections, *self._bootstrap]:
+        for address in dict.fromkeys([*self._connections, *self._bootstrap]):
             try:
                 return await self.connection(address)
             except (OSError, TimeoutError, KafkaError) as exc:
@@ -208,56 +314,53 @@ class KafkaClient:
         only its auto.create.topics.enable decides)."""
         connection = await self.any_connection()
         version = connection.version(ApiKey.METADATA)
-        request = MetadataRequest(
-            # Before v1 an empty list meant all topics and null was not allowed.
-            topics=None
-            if topics is None and version >= 1
-            else [MetadataRequestTopic(name=t) for t in topics or []],
-            allow_auto_topic_creation=allow_auto_topic_creation or version < 4,
+        request = metadata_request(
+            topics, version, allow_auto_topic_creation=allow_auto_topic_creation
         )
         response = await connection.call(ApiKey.METADATA, version, request)
         assert isinstance(response, MetadataResponse)
-        self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        self.cluster.update(response)
         return response
 
     async def partitions(self, topics: list[str] | None = None) -> dict[str, list[int]]:
         """Existing topics (all non-internal when None) -> partition ids."""
         response = await self.metadata(topics)
-        found: dict[str, list[int]] = {}
-        for topic in response.topics:
-            if topic.error_code != ErrorCode.NONE or (topics is None and topic.is_internal):
-                continue
-            found[topic.name or ""] = sorted(p.partition_index for p in topic.partitions)
-        return found
+        return topic_partitions(response, include_internal=topics is not None)
 
-    async def coordinator(self, group_id: str) -> BrokerConnection:
+    async def coordinator(self, key: str, key_type: int = GROUP) -> BrokerConnection:
+        """A connection to the coordinator of ``key`` (a group id by default), found
+        again where it moved, until the client's timeout."""
         deadline = asyncio.get_running_loop().time() + self._timeout
         while True:
+            address = self.cluster.coordinator(key, key_type)
+            if address is not None:
+                try:
+                    return await self.connection(address)
+                except (OSError, TimeoutError):
+                    # Gone with its broker: ask where it went.
+                    self.cluster.coordinator_error(
+                        key, key_type, ErrorCode.COORDINATOR_NOT_AVAILABLE
+                    )
+                    if asyncio.get_running_loop().time() > deadline:
+                        raise
+                    continue
             connection = await self.any_connection()
             version = connection.version(ApiKey.FIND_COORDINATOR)
-            if version >= 4:
-                request = FindCoordinatorRequest(coordinator_keys=[group_id])
-            else:
-                request = FindCoordinatorRequest(key=group_id)
+            request = find_coordinator_request(key, key_type, version)
             response = await connection.call(ApiKey.FIND_COORDINATOR, version, request)
-            if version >= 4:
-                entry = response.coordinators[0]
-                error, node_id, host, port = entry.error_code, entry.node_id, entry.host, entry.port
-            else:
-                error, node_id, host, port = (
-                    response.error_code,
-                    response.node_id,
-                    response.host,
-                    response.port,
-                )
-            if error == ErrorCode.NONE:
-                self.brokers[node_id] = (host, port)
-                return await self.connection((host, port))
-            if error not in _COORDINATOR_RETRY or asyncio.get_running_loop().time() > deadline:
-                raise KafkaError(ErrorCode(error), f"no coordinator for group {group_id!r}")
+            answer = find_coordinator_answer(response, version)
+            if self.cluster.coordinator_found(key, key_type, answer):
+                continue
+            if (
+                answer.error not in COORDINATOR_ERRORS
+                or asyncio.get_running_loop().time() > deadline
+            ):
+                raise KafkaError(answer.error, f"no coordinator for {key!r}")
             await asyncio.sleep(RETRY_BACKOFF_SECONDS)
 
-    async def _retrying(self, group_id: str, attempt: Any) -> Any:
+    async def _retrying(
+        self, group_id: str, attempt: Callable[[BrokerConnection], Awaitable[T]]
+    ) -> T:
         """Run ``attempt(coordinator)`` until it does not fail with a coordinator error."""
         deadline = asyncio.get_running_loop().time() + self._timeout
         while True:
@@ -265,10 +368,8 @@ class KafkaClient:
             try:
                 return await attempt(connection)
             except KafkaError as exc:
-                if (
-                    exc.code not in _COORDINATOR_RETRY
-                    or asyncio.get_running_loop().time() > deadline
-                ):
+                retry = self.cluster.coordinator_error(group_id, GROUP, exc.code)
+                if not retry or asyncio.get_running_loop().time() > deadline:
                     raise
             await asyncio.sleep(RETRY_BACKOFF_SECONDS)
 
@@ -291,86 +392,49 @@ class KafkaClient:
             response, _ = await connection.request(
                 ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=[group_id])
             )
-            described = response.groups[0]
+            described: DescribedGroup = response.groups[0]
             if described.error_code != ErrorCode.NONE:
                 raise KafkaError(ErrorCode(described.error_code), f"describe {group_id!r}")
             return described
 
-        result: DescribedGroup = await self._retrying(group_id, attempt)
-        return result
+        return await self._retrying(group_id, attempt)
 
     async def committed(self, group_id: str) -> dict[TopicPartition, tuple[int, str]]:
         """All committed offsets of a group: (topic, partition) -> (offset, metadata)."""
 
         async def attempt(connection: BrokerConnection) -> dict[TopicPartition, tuple[int, str]]:
             version = connection.version(ApiKey.OFFSET_FETCH)
-            if version >= 8:
-                request = OffsetFetchRequest(
-                    groups=[OffsetFetchRequestGroup(group_id=group_id, topics=None)]
-                )
-                response = await connection.call(ApiKey.OFFSET_FETCH, version, request)
-                group = response.groups[0]
-                error, topics = group.error_code, group.topics
-            else:
-                if version < 2:
-                    raise KafkaError(
-                        ErrorCode.UNSUPPORTED_VERSION, "OffsetFetch v2+ is needed for all topics"
-                    )
-                request = OffsetFetchRequest(group_id=group_id, topics=None)
-                response = await connection.call(ApiKey.OFFSET_FETCH, version, request)
-                error, topics = response.error_code, response.topics
+            request = offset_fetch_request(group_id, version)
+            response = await connection.call(ApiKey.OFFSET_FETCH, version, request)
+            error, partitions = offset_fetch_results(response, version)
             if error != ErrorCode.NONE:
-                raise KafkaError(ErrorCode(error), f"offsets of {group_id!r}")
+                raise KafkaError(error, f"offsets of {group_id!r}")
             found: dict[TopicPartition, tuple[int, str]] = {}
-            for topic in topics:
-                for p in topic.partitions:
-                    if p.error_code != ErrorCode.NONE:
-                        raise KafkaError(
-                            ErrorCode(p.error_code), f"{topic.name}-{p.partition_index}"
-                        )
-                    if p.committed_offset >= 0:
-                        found[(topic.name, p.partition_index)] = (
-                            p.committed_offset,
-                            p.metadata or "",
-                        )
+            for (topic, partition), (p_error, offset, metadata) in partitions.items():
+                if p_error != ErrorCode.NONE:
+                    raise KafkaError(p_error, f"{topic}-{partition}")
+                if offset >= 0:
+                    found[(topic, partition)] = (offset, metadata)
             return found
 
-        result: dict[TopicPartition, tuple[int, str]] = await self._retrying(group_id, attempt)
-        return result
+        return await self._retrying(group_id, attempt)
 
     async def commit(
         self, group_id: str, offsets: dict[TopicPartition, tuple[int, str]]
     ) -> dict[TopicPartition, ErrorCode]:
         """A commit without group membership (generation -1, as an admin tool does); the group
         must be empty. Returns per-partition errors."""
-        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
-        for (topic, partition), (offset, metadata) in sorted(offsets.items()):
-            by_topic.setdefault(topic, []).append(
-                OffsetCommitRequestPartition(
-                    partition_index=partition, committed_offset=offset, committed_metadata=metadata
-                )
-            )
-        request = OffsetCommitRequest(
-            group_id=group_id,
-            generation_id_or_member_epoch=-1,
-            member_id="",
-            topics=[OffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()],
-        )
+        request = offset_commit_request(group_id, offsets)
 
         async def attempt(connection: BrokerConnection) -> dict[TopicPartition, ErrorCode]:
             response, _ = await connection.request(ApiKey.OFFSET_COMMIT, request)
-            errors = {
-                (t.name, p.partition_index): ErrorCode(p.error_code)
-                for t in response.topics
-                for p in t.partitions
-            }
+            errors = offset_commit_results(response)
             for error in errors.values():
-                if error in _COORDINATOR_RETRY:
+                if error in COORDINATOR_ERRORS:
                     raise KafkaError(error, "commit")
             return errors
 
-        result: dict[TopicPartition, ErrorCode] = await self._retrying(group_id, attempt)
-        return result
+        return await self._retrying(group_id, attempt)
 
     async def list_offsets(
         self, partitions: Iterable[TopicPartition], timestamp: int
@@ -378,41 +442,21 @@ class KafkaClient:
         """Offsets by timestamp (LATEST, EARLIEST, or ms), asking each partition's leader; -1
         where no record is that recent."""
         wanted = sorted(set(partitions))
-        response = await self.metadata(sorted({t for t, _ in wanted}))
-        leaders: dict[TopicPartition, int] = {}
-        for topic in response.topics:
-            for p in topic.partitions:
-                leaders[(topic.name or "", p.partition_index)] = p.leader_id
+        await self.metadata(sorted({t for t, _ in wanted}))
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in wanted:
-            if tp not in leaders:
+            leader = self.cluster.leader(tp)
+            if leader is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
-            by_leader.setdefault(leaders[tp], []).append(tp)
+            by_leader.setdefault(leader.node_id, []).append(tp)
         found: dict[TopicPartition, int] = {}
-        for leader, tps in by_leader.items():
-            connection = await self.node(leader)
-            topics: dict[str, list[ListOffsetsPartition]] = {}
-            for topic, partition in tps:
-                topics.setdefault(topic, []).append(
-                    ListOffsetsPartition(
-                        partition_index=partition, timestamp=timestamp, max_num_offsets=1
-                    )
-                )
-            request = ListOffsetsRequest(
-                replica_id=-1,
-                topics=[ListOffsetsTopic(name=t, partitions=p) for t, p in topics.items()],
-            )
-            result, version = await connection.request(ApiKey.LIST_OFFSETS, request)
-            for topic in result.topics:
-                for p in topic.partitions:
-                    if p.error_code != ErrorCode.NONE:
-                        raise KafkaError(
-                            ErrorCode(p.error_code),
-                            f"list offsets {topic.name}-{p.partition_index}",
-                        )
-                    if version == 0:
-                        offset = p.old_style_offsets[0] if p.old_style_offsets else -1
-                    else:
-                        offset = p.offset
-                    found[(topic.name, p.partition_index)] = offset
+        for leader_id, tps in by_leader.items():
+            connection = await self.node(leader_id)
+            request = list_offsets_request(tps, timestamp)
+            response, version = await connection.request(ApiKey.LIST_OFFSETS, request)
+            results = list_offsets_results(response, version)
+            for (topic, partition), (error, offset) in results.items():
+                if error != ErrorCode.NONE:
+                    raise KafkaError(error, f"list offsets {topic}-{partition}")
+                found[(topic, partition)] = offset
         return found

@@ -1,84 +1,96 @@
 """A small blocking Kafka client for moving data: what the Spark data source needs.
 
 Spark runs the data source's code in Python worker processes, one task at a time, with no
-event loop of their own, so this client uses plain blocking sockets and one request in flight
-per connection. It speaks to any Kafka-compatible broker:
+event loop of their own, so this client uses plain blocking sockets (TLS-wrapped where
+``security.protocol`` says so) and one request in flight per connection. It is a thin shell
+over kbroker.client_core, which negotiates versions, frames, authenticates, builds the
+requests and knows the leaders; this module does the IO, the timeouts and the retries:
 
-- ApiVersions v0 first, then each request at the highest version both sides support, within
-  the range this client implements (``_VERSION_CAPS``): Fetch stays at v12 and below so that
-  topics are named rather than identified by topic id (v13+), and Produce starts at v3, the
-  first version that carries v2 record batches.
-- Partition leaders come from Metadata; a request that fails with a leadership or
-  connection error refreshes the metadata and is sent again.
+- Each request goes at the highest version both sides support, within what this client
+  implements (``VERSION_CAPS``): Fetch stays at v12 and below so that topics are named
+  rather than identified by topic id (v13+), and Produce starts at v3, the first version
+  that carries v2 record batches.
+- A request that fails with a leadership or connection error is sent again once the
+  leader is known again (from Metadata, or from the error itself, KIP-951).
 - Produce is idempotent (KIP-98): one InitProducerId per client, sequence numbers per
   partition, acks=all. A retried batch keeps its sequence, so the broker appends it once.
-- Fetched records are decoded with ``wire.records.record.decode_records``, one log entry at
-  a time so that control batches (transaction markers) can be skipped by their header.
 """
 
 from __future__ import annotations
 
 import socket
-import struct
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Self
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NoReturn, Self, TypeVar
 
-from kbroker.client_core.metadata import LEADER_ERRORS
-from wire.api_keys import REQUEST_CLASSES, ApiKey
+from kbroker.client_core.connection import (
+    ClientConnection,
+    Ready,
+    Reauthenticated,
+    Response,
+    State,
+)
+from kbroker.client_core.fetched import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    NO_TIMESTAMP_TYPE,
+    FetchedRecord,
+    FetchResult,
+    decode_fetched,
+)
+from kbroker.client_core.metadata import (
+    COORDINATOR_ERRORS,
+    Address,
+    ClusterMetadata,
+    TopicPartition,
+    find_coordinator_answer,
+    find_coordinator_request,
+    metadata_request,
+    topic_partitions,
+)
+from kbroker.client_core.requests import (
+    EARLIEST,
+    LATEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    create_topics_request,
+    delete_records_request,
+    fetch_request,
+    list_offsets_request,
+    list_offsets_results,
+    produce_answer,
+    produce_request,
+)
+from kbroker.client_core.security import PLAINTEXT, SecurityConfig
+from kbroker.client_tls import ssl_context
+from wire.api_keys import ApiKey
 from wire.errors import ErrorCode, KafkaError
-from wire.frame import decode_response, encode_request
-from wire.messages.api_versions_request import ApiVersionsRequest
-from wire.messages.create_topics_request import (
-    CreatableTopic,
-    CreatableTopicConfig,
-    CreateTopicsRequest,
-)
-from wire.messages.delete_records_request import (
-    DeleteRecordsPartition,
-    DeleteRecordsRequest,
-    DeleteRecordsTopic,
-)
-from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
-from wire.messages.find_coordinator_request import FindCoordinatorRequest
 from wire.messages.init_producer_id_request import InitProducerIdRequest
-from wire.messages.list_offsets_request import (
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsTopic,
-)
-from wire.messages.metadata_request import MetadataRequest, MetadataRequestTopic
-from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
-from wire.messages.request_header import RequestHeader
-from wire.records.batch import read_header
 from wire.records.isolation import AbortedFilter
-from wire.records.record import Record, build_batch, decode_records, iter_entries
+from wire.records.record import Record, build_batch
 
-Address = tuple[str, int]
-TopicPartition = tuple[str, int]
-
-# ListOffsets special timestamps (protocol guide, ListOffsets).
-LATEST = -1
-EARLIEST = -2
-# Fetch and ListOffsets isolation levels (KIP-98).
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
-
-# ConsumerRecord timestamp types as the Java client numbers them (Spark's timestampType).
-NO_TIMESTAMP_TYPE = -1
-CREATE_TIME = 0
-LOG_APPEND_TIME = 1
+__all__ = [
+    "CREATE_TIME",
+    "EARLIEST",
+    "LATEST",
+    "LOG_APPEND_TIME",
+    "NO_TIMESTAMP_TYPE",
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
+    "DataClient",
+    "FetchResult",
+    "FetchedRecord",
+    "parse_bootstrap",
+]
 
 DEFAULT_TIMEOUT = 30.0
 RETRY_BACKOFF_SECONDS = 0.1
-# Legacy message sets (magic 0/1) keep their attributes byte right after the magic byte;
-# bit 3 is the timestamp type in magic 1.
-_LEGACY_ATTRIBUTES_OFFSET = 17
-_LEGACY_TIMESTAMP_TYPE_BIT = 0x08
+# KIP-368: re-authenticate this far into the session the broker granted.
+REAUTH_FRACTION = 0.85
+T = TypeVar("T")
 
 # (lowest, highest) version of each request this client can build and read.
-_VERSION_CAPS: dict[int, tuple[int, int]] = {
+VERSION_CAPS: dict[int, tuple[int, int]] = {
     ApiKey.METADATA: (1, 12),
     ApiKey.LIST_OFFSETS: (1, 9),
     ApiKey.FETCH: (4, 12),
@@ -86,16 +98,15 @@ _VERSION_CAPS: dict[int, tuple[int, int]] = {
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.CREATE_TOPICS: (0, 7),
     ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.FIND_COORDINATOR: (0, 4),
     # v4 and later are the brokers' own batched form (KIP-890).
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
 }
 
-# FindCoordinator answers that mean "ask again shortly".
-COORDINATOR_RETRY = {
-    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.NOT_COORDINATOR,
-}
+
+class _LeaderError(KafkaError):
+    """A partition request failed in a way that sending it again to the partition's
+    (possibly new) leader may cure."""
 
 
 def parse_bootstrap(servers: str | Iterable[Address]) -> list[Address]:
@@ -116,90 +127,73 @@ def parse_bootstrap(servers: str | Iterable[Address]) -> list[Address]:
     return found
 
 
-@dataclass(slots=True)
-class FetchedRecord:
-    """One consumed record: a ``Record`` plus the timestamp type of its batch."""
-
-    offset: int
-    timestamp: int
-    timestamp_type: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class FetchResult:
-    """What one Fetch returned for one partition."""
-
-    records: list[FetchedRecord]
-    high_watermark: int
-    log_start_offset: int
-    # Where the next fetch should start: past every whole entry returned, including
-    # control batches and records below the requested offset.
-    next_offset: int
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed by the broker")
-        buf += chunk
-    return bytes(buf)
-
-
 class Connection:
     """One blocking connection to one broker; requests are answered in order."""
 
-    def __init__(self, address: Address, client_id: str, timeout: float) -> None:
+    def __init__(
+        self,
+        address: Address,
+        client_id: str,
+        timeout: float,
+        security: SecurityConfig = PLAINTEXT,
+    ) -> None:
         self.address = address
-        self._client_id = client_id
-        self._sock = socket.create_connection(address, timeout=timeout)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._correlation = 0
-        self.versions: dict[int, tuple[int, int]] = {}
+        self._core = ClientConnection(client_id, caps=VERSION_CAPS, sasl=security.mechanism())
+        self._reauth_at: float | None = None
+        sock = socket.create_connection(address, timeout=timeout)
         try:
-            response = self.call(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            tls = ssl_context(security)
+            if tls is not None:
+                sock = tls.wrap_socket(sock, server_hostname=address[0])
+            self._sock = sock
+            self._wait(lambda event: isinstance(event, Ready))
         except BaseException:
-            self.close()
+            sock.close()
             raise
-        if response.error_code != ErrorCode.NONE:
-            self.close()
-            raise KafkaError(ErrorCode(response.error_code), "ApiVersions failed")
-        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    def _wait(self, done: Callable[[object], bool]) -> Any:
+        """Write what the core has to send and read until an event satisfies ``done``."""
+        while True:
+            data = self._core.data_to_send()
+            if data:
+                self._sock.sendall(data)
+            buf = self._core.get_buffer()
+            n = self._sock.recv_into(buf)
+            del buf
+            if n == 0:
+                raise ConnectionError("connection closed by the broker")
+            for event in self._core.buffer_updated(n):
+                if isinstance(event, Ready | Reauthenticated) and event.session_lifetime_ms > 0:
+                    lifetime = event.session_lifetime_ms / 1000 * REAUTH_FRACTION
+                    self._reauth_at = time.monotonic() + lifetime
+                if done(event):
+                    return event
 
     def version(self, api_key: int) -> int:
         """The highest version of ``api_key`` that the broker and this client both support."""
-        cls = REQUEST_CLASSES[api_key]
-        low, high = _VERSION_CAPS.get(api_key, (cls.MIN_VERSION, cls.MAX_VERSION))
-        theirs = self.versions.get(api_key)
-        if theirs is not None:
-            top = min(high, theirs[1])
-            if top >= max(low, theirs[0]):
-                return top
-        raise KafkaError(
-            ErrorCode.UNSUPPORTED_VERSION, f"no common version of {ApiKey(api_key).name}"
-        )
+        return self._core.version(api_key)
 
     def call(self, api_key: int, version: int, body: Any) -> Any:
         """Send one request at ``version`` and wait for its answer (blocking)."""
-        self._correlation += 1
-        header = RequestHeader(
-            request_api_key=api_key,
-            request_api_version=version,
-            correlation_id=self._correlation,
-            client_id=self._client_id,
-        )
-        self._sock.sendall(encode_request(header, body, version))
-        (size,) = struct.unpack(">i", _recv_exact(self._sock, 4))
-        response_header, response = decode_response(_recv_exact(self._sock, size), api_key, version)
-        if response_header.correlation_id != self._correlation:
-            raise ConnectionError(
-                f"response {response_header.correlation_id} to request {self._correlation}"
+        if self._core.state is State.CLOSED:
+            # An earlier failure left the protocol state unknown.
+            raise ConnectionError(f"connection to {self.address[0]}:{self.address[1]} is broken")
+        if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+            self._reauth_at = None
+            if self._core.state is State.READY:
+                self._core.reauthenticate()
+                self._wait(lambda event: isinstance(event, Reauthenticated))
+        sent = self._core.send(api_key, body, version)
+        if not sent.expects_response:
+            self._sock.sendall(self._core.data_to_send())
+            return None
+        response = self._wait(
+            lambda event: (
+                isinstance(event, Response) and event.correlation_id == sent.correlation_id
             )
-        return response
+        )
+        return response.body
 
     def request(self, api_key: int, body: Any) -> tuple[Any, int]:
         """Send at the best common version; returns (response, version used)."""
@@ -208,6 +202,7 @@ class Connection:
 
     def close(self) -> None:
         """Close the socket."""
+        self._core.close()
         self._sock.close()
 
 
@@ -220,13 +215,15 @@ class DataClient:
         *,
         client_id: str = "kbroker-data",
         timeout: float = DEFAULT_TIMEOUT,
+        security: SecurityConfig = PLAINTEXT,
     ) -> None:
         self._bootstrap = parse_bootstrap(bootstrap)
         self._client_id = client_id
         self._timeout = timeout
+        self._security = security
+        ssl_context(security)  # bad TLS settings fail here, not at the first connection
         self._connections: dict[Address, Connection] = {}
-        self._brokers: dict[int, Address] = {}
-        self._leaders: dict[TopicPartition, int] = {}
+        self._cluster = ClusterMetadata()
         self._producer: tuple[int, int] | None = None
         self._sequences: dict[TopicPartition, int] = {}
 
@@ -247,7 +244,7 @@ class DataClient:
     def _connection(self, address: Address) -> Connection:
         existing = self._connections.get(address)
         if existing is None:
-            existing = Connection(address, self._client_id, self._timeout)
+            existing = Connection(address, self._client_id, self._timeout, self._security)
             self._connections[address] = existing
         return existing
 
@@ -271,45 +268,46 @@ class DataClient:
         not exist are left out. Refreshes the brokers and partition leaders."""
         connection = self._any_connection()
         version = connection.version(ApiKey.METADATA)
-        request = MetadataRequest(
-            topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
-            # Before v4 the request cannot say "do not create"; the broker's setting decides.
-            allow_auto_topic_creation=version < 4,
-        )
         try:
-            response = connection.call(ApiKey.METADATA, version, request)
+            response = connection.call(ApiKey.METADATA, version, metadata_request(topics, version))
         except OSError:
             self._drop(connection.address)
             raise
-        self._brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
-        found: dict[str, list[int]] = {}
-        for topic in response.topics:
-            if topic.error_code != ErrorCode.NONE or (topics is None and topic.is_internal):
-                continue
-            name = topic.name or ""
-            found[name] = sorted(p.partition_index for p in topic.partitions)
-            for p in topic.partitions:
-                self._leaders[(name, p.partition_index)] = p.leader_id
-        return found
+        self._cluster.update(response)
+        return topic_partitions(response, include_internal=topics is not None)
 
     def coordinator(self, key: str, key_type: int) -> Connection:
         """The coordinator of a group (key type 0) or transactional id (1), by
         FindCoordinator, asked again while it loads or moves until the client's timeout."""
         deadline = time.monotonic() + self._timeout
         while True:
+            address = self._cluster.coordinator(key, key_type)
+            if address is not None:
+                try:
+                    return self._connection(address)
+                except OSError:
+                    # Gone with its broker: ask where it went.
+                    self._drop(address)
+                    self.coordinator_failed(key, key_type, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                    if time.monotonic() > deadline:
+                        raise
+                    continue
             connection = self._any_connection()
             version = connection.version(ApiKey.FIND_COORDINATOR)
-            if version >= 4:
-                request = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
-            else:
-                request = FindCoordinatorRequest(key=key, key_type=key_type)
-            response = connection.call(ApiKey.FIND_COORDINATOR, version, request)
-            answer = response.coordinators[0] if version >= 4 else response
-            if answer.error_code == ErrorCode.NONE:
-                return self._connection((answer.host, answer.port))
-            if answer.error_code not in COORDINATOR_RETRY or time.monotonic() > deadline:
-                raise KafkaError(ErrorCode(answer.error_code), f"no coordinator for {key!r}")
+            response = connection.call(
+                ApiKey.FIND_COORDINATOR, version, find_coordinator_request(key, key_type, version)
+            )
+            answer = find_coordinator_answer(response, version)
+            if self._cluster.coordinator_found(key, key_type, answer):
+                continue
+            if answer.error not in COORDINATOR_ERRORS or time.monotonic() > deadline:
+                raise KafkaError(answer.error, f"no coordinator for {key!r}")
             time.sleep(RETRY_BACKOFF_SECONDS)
+
+    def coordinator_failed(self, key: str, key_type: int, error: int) -> bool:
+        """A request to the coordinator of ``key`` failed with ``error``; True when sending
+        it again is worth it (``coordinator()`` then finds it again where it moved)."""
+        return self._cluster.coordinator_error(key, key_type, error)
 
     @property
     def timeout(self) -> float:
@@ -317,14 +315,21 @@ class DataClient:
         return self._timeout
 
     def _leader(self, tp: TopicPartition) -> Connection:
-        if tp not in self._leaders or self._leaders[tp] not in self._brokers:
+        address = self._cluster.leader_address(tp)
+        if address is None:
             self.metadata([tp[0]])
-        leader = self._leaders.get(tp, -1)
-        if leader < 0 or leader not in self._brokers:
-            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"no leader for {tp[0]}-{tp[1]}")
-        return self._connection(self._brokers[leader])
+            address = self._cluster.leader_address(tp)
+        if address is None:
+            raise _LeaderError(ErrorCode.LEADER_NOT_AVAILABLE, f"no leader for {tp[0]}-{tp[1]}")
+        return self._connection(address)
 
-    def _with_leader(self, tp: TopicPartition, attempt: Any) -> Any:
+    def _failed(self, tp: TopicPartition, error: int, what: str, **hint: Any) -> NoReturn:
+        """Raise ``error`` for ``tp``, telling the metadata first (it may mean a new
+        leader, KIP-951 ``hint`` and ``endpoints`` included)."""
+        retriable = self._cluster.partition_error(tp, error, **hint)
+        raise (_LeaderError if retriable else KafkaError)(ErrorCode(error), what)
+
+    def _with_leader(self, tp: TopicPartition, attempt: Callable[[Connection], T]) -> T:
         """``attempt(connection)`` on the partition's leader, retried after leadership and
         connection errors until the client's timeout."""
         deadline = time.monotonic() + self._timeout
@@ -334,14 +339,13 @@ class DataClient:
                 connection = self._leader(tp)
                 address = connection.address
                 return attempt(connection)
-            except KafkaError as exc:
-                if exc.code not in LEADER_ERRORS or time.monotonic() > deadline:
+            except _LeaderError:
+                if time.monotonic() > deadline:
                     raise
-                self._leaders.pop(tp, None)
             except OSError:
                 if address is not None:
                     self._drop(address)
-                self._leaders.pop(tp, None)
+                self._cluster.invalidate_leader(tp)
                 if time.monotonic() > deadline:
                     raise
             time.sleep(RETRY_BACKOFF_SECONDS)
@@ -354,21 +358,8 @@ class DataClient:
     ) -> None:
         """Create each topic with its partition count and the topic ``configs``; existing
         topics are left alone."""
-        topic_configs = [
-            CreatableTopicConfig(name=key, value=value) for key, value in (configs or {}).items()
-        ]
-        request = CreateTopicsRequest(
-            topics=[
-                CreatableTopic(
-                    name=name,
-                    num_partitions=count,
-                    replication_factor=replication_factor,
-                    configs=topic_configs,
-                )
-                for name, count in topics.items()
-            ],
-            timeout_ms=int(self._timeout * 1000),
-        )
+        timeout_ms = int(self._timeout * 1000)
+        request = create_topics_request(topics, replication_factor, configs or {}, timeout_ms)
         response, _ = self._any_connection().request(ApiKey.CREATE_TOPICS, request)
         for result in response.topics:
             if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
@@ -381,24 +372,16 @@ class DataClient:
         high watermark); returns the new log start offset."""
 
         def attempt(connection: Connection) -> int:
-            request = DeleteRecordsRequest(
-                topics=[
-                    DeleteRecordsTopic(
-                        name=tp[0],
-                        partitions=[DeleteRecordsPartition(partition_index=tp[1], offset=before)],
-                    )
-                ],
-                timeout_ms=int(self._timeout * 1000),
-            )
+            request = delete_records_request(tp, before, int(self._timeout * 1000))
             response, _ = connection.request(ApiKey.DELETE_RECORDS, request)
             for topic in response.topics:
                 for p in topic.partitions:
                     if p.error_code != ErrorCode.NONE:
-                        raise KafkaError(ErrorCode(p.error_code), f"delete records {tp}")
+                        self._failed(tp, p.error_code, f"delete records {tp[0]}-{tp[1]}")
                     return int(p.low_watermark)
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
+            self._failed(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
 
-        return int(self._with_leader(tp, attempt))
+        return self._with_leader(tp, attempt)
 
     # -- offsets -------------------------------------------------------------------------
 
@@ -424,23 +407,14 @@ class DataClient:
     ) -> int:
         if isolation_level != READ_UNCOMMITTED and connection.version(ApiKey.LIST_OFFSETS) < 2:
             raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "read_committed needs ListOffsets v2")
-        request = ListOffsetsRequest(
-            replica_id=-1,
-            isolation_level=isolation_level,
-            topics=[
-                ListOffsetsTopic(
-                    name=tp[0],
-                    partitions=[ListOffsetsPartition(partition_index=tp[1], timestamp=timestamp)],
-                )
-            ],
+        request = list_offsets_request([tp], timestamp, isolation_level)
+        response, version = connection.request(ApiKey.LIST_OFFSETS, request)
+        error, offset = list_offsets_results(response, version).get(
+            tp, (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
         )
-        response, _ = connection.request(ApiKey.LIST_OFFSETS, request)
-        for topic in response.topics:
-            for p in topic.partitions:
-                if p.error_code != ErrorCode.NONE:
-                    raise KafkaError(ErrorCode(p.error_code), f"list offsets {tp[0]}-{tp[1]}")
-                return int(p.offset)
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
+        if error != ErrorCode.NONE:
+            self._failed(tp, error, f"list offsets {tp[0]}-{tp[1]}")
+        return offset
 
     # -- fetch ---------------------------------------------------------------------------
 
@@ -456,7 +430,7 @@ class DataClient:
         """Records of one partition from ``offset`` on: below the high watermark, or at
         READ_COMMITTED below the last stable offset and without the records of aborted
         transactions. Raises KafkaError(OFFSET_OUT_OF_RANGE) outside the log."""
-        return self._with_leader(  # type: ignore[no-any-return]
+        return self._with_leader(
             tp, lambda c: self._fetch_one(c, tp, offset, max_bytes, max_wait_ms, isolation_level)
         )
 
@@ -469,42 +443,22 @@ class DataClient:
         wait: int,
         isolation_level: int,
     ) -> FetchResult:
-        if isolation_level != READ_UNCOMMITTED and connection.version(ApiKey.FETCH) < 4:
-            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "read_committed needs Fetch v4")
-        request = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=wait,
-            min_bytes=1,
-            max_bytes=max_bytes,
-            isolation_level=isolation_level,
-            topics=[
-                FetchTopic(
-                    topic=tp[0],
-                    partitions=[
-                        FetchPartition(
-                            partition=tp[1], fetch_offset=offset, partition_max_bytes=max_bytes
-                        )
-                    ],
-                )
-            ],
-        )
+        request = fetch_request(tp, offset, max_bytes, wait, isolation_level)
         response, _ = connection.request(ApiKey.FETCH, request)
         if response.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(response.error_code), f"fetch {tp[0]}-{tp[1]}")
         for topic in response.responses:
             for p in topic.partitions:
                 if p.error_code != ErrorCode.NONE:
-                    raise KafkaError(
-                        ErrorCode(p.error_code), f"fetch {tp[0]}-{tp[1]} at offset {offset}"
-                    )
+                    self._failed(tp, p.error_code, f"fetch {tp[0]}-{tp[1]} at offset {offset}")
                 aborted = (
                     AbortedFilter((a.producer_id, a.first_offset) for a in p.aborted_transactions)
                     if isolation_level != READ_UNCOMMITTED and p.aborted_transactions
                     else None
                 )
-                records, next_offset = _decode_fetched(p.records or b"", offset, aborted)
+                records, next_offset = decode_fetched(p.records or b"", offset, aborted)
                 return FetchResult(records, p.high_watermark, p.log_start_offset, next_offset)
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
+        self._failed(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
 
     # -- produce -------------------------------------------------------------------------
 
@@ -558,8 +512,8 @@ class DataClient:
     ) -> int:
         """Append one record batch built by the caller (acks=all); returns its base offset.
         A transactional batch names its transactional id."""
-        return int(
-            self._with_leader(tp, lambda c: self._produce_one(c, tp, batch, transactional_id))
+        return self._with_leader(
+            tp, lambda c: self._produce_one(c, tp, batch, transactional_id)
         )
 
     def _produce_one(
@@ -569,59 +523,10 @@ class DataClient:
         batch: bytes,
         transactional_id: str | None,
     ) -> int:
-        request = ProduceRequest(
-            transactional_id=transactional_id,
-            acks=-1,
-            timeout_ms=int(self._timeout * 1000),
-            topic_data=[
-                TopicProduceData(
-                    name=tp[0], partition_data=[PartitionProduceData(index=tp[1], records=batch)]
-                )
-            ],
-        )
+        request = produce_request(tp, batch, int(self._timeout * 1000), transactional_id)
         response, _ = connection.request(ApiKey.PRODUCE, request)
-        for topic in response.responses:
-            for p in topic.partition_responses:
-                # A duplicate of a batch already appended: the first append stands (KIP-98).
-                if p.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-                    return int(p.base_offset)
-                raise KafkaError(
-                    ErrorCode(p.error_code),
-                    f"produce {tp[0]}-{tp[1]}: {p.error_message or ''}".rstrip(": "),
-                )
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
-
-
-def _decode_fetched(
-    buf: bytes | memoryview, offset: int, aborted: AbortedFilter | None = None
-) -> tuple[list[FetchedRecord], int]:
-    """Records at or past ``offset`` from a Fetch's record set, and the next fetch offset.
-    Control batches are skipped, and with `aborted` the batches of aborted transactions; a
-    trailing partial entry is left for the next fetch."""
-    view = memoryview(buf)
-    out: list[FetchedRecord] = []
-    next_offset = offset
-    for pos, size, magic in iter_entries(view):
-        entry = view[pos : pos + size]
-        if magic == 2:
-            header = read_header(entry)
-            next_offset = max(next_offset, header.next_offset)
-            if aborted is not None and aborted.drop(header, entry):
-                continue
-            if header.is_control:
-                continue
-            timestamp_type = LOG_APPEND_TIME if header.timestamp_type else CREATE_TIME
-        elif magic == 1:
-            attributes = entry[_LEGACY_ATTRIBUTES_OFFSET]
-            timestamp_type = (
-                LOG_APPEND_TIME if attributes & _LEGACY_TIMESTAMP_TYPE_BIT else CREATE_TIME
-            )
-        else:
-            timestamp_type = NO_TIMESTAMP_TYPE
-        for r in decode_records(entry):
-            if r.offset >= offset:
-                out.append(
-                    FetchedRecord(r.offset, r.timestamp, timestamp_type, r.key, r.value, r.headers)
-                )
-            next_offset = max(next_offset, r.offset + 1)
-    return out, next_offset
+        answer, base_offset = produce_answer(response, tp)
+        if answer.error != ErrorCode.NONE:
+            what = f"produce {tp[0]}-{tp[1]}: {answer.message}".rstrip(": ")
+            self._failed(tp, answer.error, what, hint=answer.hint, endpoints=answer.endpoints)
+        return base_offset

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from kbroker.data_client import COORDINATOR_RETRY, RETRY_BACKOFF_SECONDS, Connection, DataClient
+from kbroker.data_client import RETRY_BACKOFF_SECONDS, Connection, DataClient
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.add_partitions_to_txn_request import (
@@ -34,9 +34,9 @@ from wire.records.record import Record, build_batch
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
 KEY_TYPE_TRANSACTION = 1
-# Answers after which the same request is sent again shortly: the coordinator is busy
-# ending the previous transaction, or loading, or moved (then found again).
-_RETRY = COORDINATOR_RETRY | {ErrorCode.CONCURRENT_TRANSACTIONS}
+# The coordinator is busy ending the previous transaction: send the same request again
+# shortly. (Coordinator loads and moves are the client's to judge.)
+_BUSY = ErrorCode.CONCURRENT_TRANSACTIONS
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,10 @@ def _at_coordinator(
         try:
             return send(connection)
         except KafkaError as exc:
-            if exc.code not in _RETRY or time.monotonic() > deadline:
+            retry = exc.code == _BUSY or client.coordinator_failed(
+                transactional_id, KEY_TYPE_TRANSACTION, exc.code
+            )
+            if not retry or time.monotonic() > deadline:
                 raise
         time.sleep(RETRY_BACKOFF_SECONDS)
 

@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kbroker.client_core.partitioner import partition_for_key
 from kbroker.data_client import LATEST, DataClient
 from spark_conn.pipeline import PipelineConfig, read_counts, start
-from spark_conn.sink import key_partition
 from wire.records.record import Record
 
 PAGES = ["/home", "/search", "/product", "/cart", "/checkout", "/help"]
@@ -75,7 +75,7 @@ def generate(client: DataClient, topic: str, partitions: int, count: int) -> tup
         value = json.dumps({"user": user, "page": page, "ts": ts}).encode()
         key = user.encode()
         record = Record(offset=0, timestamp=ts, key=key, value=value)
-        by_partition.setdefault(key_partition(key, partitions), []).append(record)
+        by_partition.setdefault(partition_for_key(key, partitions), []).append(record)
     for partition, records in sorted(by_partition.items()):
         client.produce((topic, partition), records)
     return first, first + (count - 1) * EVENT_SPACING_MS

@@ -3,6 +3,9 @@
 They are the options of Spark's Kafka source and sink, with the same names and meanings:
 
 - ``kafka.bootstrap.servers`` (required): ``host:port[,host:port...]``.
+- ``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``,
+  ``kafka.ssl.truststore.location``, ... : Kafka's client security properties with the
+  ``kafka.`` prefix, as Spark's Kafka source takes them (kbroker.client_core.security).
 - Exactly one of ``subscribe`` (comma-separated topics), ``subscribePattern`` (a regular
   expression that must match the whole topic name) and ``assign`` (JSON
   ``{"topic": [0, 1]}``) for reads; ``topic`` (or a ``topic`` column) for writes.
@@ -32,6 +35,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kbroker.client_core.security import (
+    PLAINTEXT,
+    SecurityConfig,
+    SecurityConfigError,
+    security_config,
+)
 from kbroker.data_client import EARLIEST, LATEST
 
 TopicPartition = tuple[str, int]
@@ -68,6 +77,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     poll_timeout_ms: int
     read_committed: bool = False
+    security: SecurityConfig = PLAINTEXT
 
     def matches(self, topic: str) -> bool:
         """Whether a topic (of a Metadata answer) is one this read is about."""
@@ -130,6 +140,17 @@ def bootstrap_of(options: Mapping[str, str]) -> str:
     if not servers:
         raise OptionError("option kafka.bootstrap.servers is required")
     return servers
+
+
+def security_of(options: Mapping[str, str]) -> SecurityConfig:
+    """The ``kafka.``-prefixed client security properties (OptionError when bad)."""
+    props = {k[len("kafka.") :]: v for k, v in _lower(options).items() if k.startswith("kafka.")}
+    try:
+        config = security_config(props)
+        config.mechanism()
+    except SecurityConfigError as exc:
+        raise OptionError(f"kafka.{exc}") from exc
+    return config
 
 
 def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -207,6 +228,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
 
     return SourceOptions(
         bootstrap=bootstrap_of(o),
+        security=security_of(o),
         subscribe=subscribe,
         pattern=pattern,
         assign=assign,

@@ -54,6 +54,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from kbroker.client_core.partitioner import partition_for_key
+from kbroker.client_core.security import PLAINTEXT, SecurityConfig
 from kbroker.data_client import DataClient
 from kbroker.transactional_producer import (
     TransactionalProducer,
@@ -61,7 +63,7 @@ from kbroker.transactional_producer import (
     end_transaction,
     transaction_state,
 )
-from spark_conn.options import OptionError, bootstrap_of
+from spark_conn.options import OptionError, bootstrap_of, security_of
 from wire.errors import KafkaError
 from wire.records.record import Record
 
@@ -75,39 +77,6 @@ _COMMITTED_STATES = ("PrepareCommit", "CompleteCommit")
 
 log = logging.getLogger(__name__)
 
-_M = 0x5BD1E995
-_MASK = 0xFFFFFFFF
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's 32-bit murmur2 hash (seed 0x9747b28c), as a signed int like Java's."""
-    length = len(data)
-    h = (0x9747B28C ^ length) & _MASK
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = ((h * _M) & _MASK) ^ k
-    tail = length % 4
-    if tail == 3:
-        h ^= data[whole + 2] << 16
-    if tail >= 2:
-        h ^= data[whole + 1] << 8
-    if tail >= 1:
-        h ^= data[whole]
-        h = (h * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def key_partition(key: bytes, num_partitions: int) -> int:
-    """The partition Kafka's default partitioner picks for a keyed record."""
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
-
 
 @dataclass(frozen=True)
 class SinkPlan:
@@ -119,6 +88,7 @@ class SinkPlan:
     # The exactly-once mode's prefix of transactional ids (None: at-least-once).
     transactional_id: str | None = None
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    security: SecurityConfig = PLAINTEXT
 
 
 @dataclass
@@ -166,6 +136,7 @@ def plan_sink(options: Mapping[str, str], schema: StructType) -> SinkPlan:
         columns=columns,
         transactional_id=transactional_id,
         transaction_timeout_ms=timeout_ms,
+        security=security_of(lowered),
     )
 
 
@@ -216,7 +187,7 @@ class _TaskWriter:
             raise ValueError(f"topic {topic!r} has no partition {partition}")
         if partition is None:
             if key is not None:
-                partition = key_partition(key, count)
+                partition = partition_for_key(key, count)
             else:
                 partition = self._sticky.setdefault(topic, random.randrange(count))
         tp = (topic, int(partition))
@@ -252,7 +223,9 @@ def write_rows(plan: SinkPlan, rows: Iterator[Row], batch: str | None = None) ->
     """Write every row of one task; returns once the broker acknowledged all of them. In the
     exactly-once mode (`batch` names the micro-batch or the batch write) the records stay in
     an open transaction, ended by the driver."""
-    with DataClient(plan.bootstrap, client_id="kbroker-spark-writer") as client:
+    with DataClient(
+        plan.bootstrap, client_id="kbroker-spark-writer", security=plan.security
+    ) as client:
         if plan.transactional_id is None or batch is None:
             writer = _TaskWriter(plan, client)
             for row in rows:

@@ -107,7 +107,9 @@ def read_range(options: SourceOptions, rng: OffsetRange) -> Iterator[tuple[Any, 
     offset = rng.start
     timeout = options.poll_timeout_ms / 1000
     isolation = READ_COMMITTED if options.read_committed else READ_UNCOMMITTED
-    with DataClient(options.bootstrap, client_id="kbroker-spark-reader") as client:
+    with DataClient(
+        options.bootstrap, client_id="kbroker-spark-reader", security=options.security
+    ) as client:
         deadline = time.monotonic() + timeout
         while offset < rng.end:
             try:
@@ -151,7 +153,11 @@ class BatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         """One OffsetRange per topic partition, bounds resolved now."""
-        with DataClient(self._options.bootstrap, client_id="kbroker-spark-driver") as client:
+        with DataClient(
+            self._options.bootstrap,
+            client_id="kbroker-spark-driver",
+            security=self._options.security,
+        ) as client:
             reader = OffsetReader(self._options, client)
             tps = reader.partitions()
             start = reader.resolve(self._options.starting, tps, "startingOffsets")
@@ -181,7 +187,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _reader(self) -> OffsetReader:
         if self._client is None:
-            self._client = DataClient(self._options.bootstrap, client_id="kbroker-spark-driver")
+            self._client = DataClient(
+                self._options.bootstrap,
+                client_id="kbroker-spark-driver",
+                security=self._options.security,
+            )
         return OffsetReader(self._options, self._client)
 
     def _guarded(self, action: Any) -> Any:

@@ -121,12 +121,13 @@ def choose_version(
     ``caps`` (lowest, highest) and ``highest`` all allow."""
     cls = REQUEST_CLASSES[api_key]
     low, high = caps.get(api_key, (cls.MIN_VERSION, cls.MAX_VERSION))
-    name = ApiKey(api_key).name
     broker = theirs.get(api_key)
     if broker is None:
+        name = ApiKey(api_key).name
         raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"the broker does not support {name}")
     top = min(cls.MAX_VERSION, high, broker[1], cls.MAX_VERSION if highest is None else highest)
     if top < max(cls.MIN_VERSION, low, broker[0]):
+        name = ApiKey(api_key).name
         raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"no common version of {name}")
     return top
 

@@ -113,6 +113,18 @@ def find_coordinator_answer(response: FindCoordinatorResponse, version: int) -> 
     )
 
 
+def topic_partitions(
+    response: MetadataResponse, *, include_internal: bool = True
+) -> dict[str, list[int]]:
+    """The topics of a Metadata response that exist (internal ones only with
+    ``include_internal``), with their partition ids."""
+    return {
+        topic.name or "": sorted(p.partition_index for p in topic.partitions)
+        for topic in response.topics
+        if topic.error_code == ErrorCode.NONE and (include_internal or not topic.is_internal)
+    }
+
+
 class ClusterMetadata:
     """The client's cache of brokers, leaders and coordinators."""
 
@@ -124,22 +136,16 @@ class ClusterMetadata:
 
     # -- partitions ------------------------------------------------------------------------
 
-    def update(
-        self, response: MetadataResponse, *, include_internal: bool = True
-    ) -> dict[str, list[int]]:
-        """Learn from a Metadata response; returns its topics that exist (internal ones
-        only with ``include_internal``) with their partition ids."""
+    def update(self, response: MetadataResponse) -> None:
+        """Learn brokers and leaders from a Metadata response."""
         self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
         self.controller_id = response.controller_id
-        found: dict[str, list[int]] = {}
         for topic in response.topics:
             name = topic.name or ""
             if topic.error_code != ErrorCode.NONE:
                 for tp in [tp for tp in self._leaders if tp[0] == name]:
                     del self._leaders[tp]
                 continue
-            if include_internal or not topic.is_internal:
-                found[name] = sorted(p.partition_index for p in topic.partitions)
             for p in topic.partitions:
                 tp = (name, p.partition_index)
                 known = self._leaders.get(tp)
@@ -149,7 +155,6 @@ class ClusterMetadata:
                     self._leaders.pop(tp, None)
                 else:
                     self._leaders[tp] = Leader(p.leader_id, p.leader_epoch)
-        return found
 
     def leader(self, tp: TopicPartition) -> Leader | None:
         """The partition's leader, if known and reachable (None: refresh Metadata)."""

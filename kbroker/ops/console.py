@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from kbroker.client import EARLIEST, LATEST, KafkaClient
+from kbroker.client_core.partitioner import partition_for_key
 from kbroker.ops.admin import OpsError, fetch, leaders, produce
 from kbroker.ops.group_member import HEARTBEAT_INTERVAL, GroupMember
 from kbroker.ops.output import Progress
-from kbroker.ops.partitioner import partition_for_key
 from wire.records.record import Record
 
 Headers = list[tuple[str, bytes | None]]

@@ -6,7 +6,8 @@ columns. ``--json`` prints one JSON document instead, for scripts. Progress line
 stderr so stdout stays clean for data; on a terminal they overwrite each other.
 
 Every command (``kbroker topics|console-*|cluster|health|groups ...``) takes
-``--bootstrap-server``, ``--json`` and ``--timeout`` (``add_common_options``) and runs through
+``--bootstrap-server``, ``--command-config``, ``--json`` and ``--timeout``
+(``add_common_options``) and runs through
 ``run_command``: one client for its duration; a failure prints ``kbroker: error: <reason>`` on
 stderr and exits with status 1 (argparse exits with 2 for bad arguments).
 """
@@ -22,6 +23,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TextIO
 
 from kbroker.client import KafkaClient
+from kbroker.client_core.security import SecurityConfigError, security_config
+from kbroker.config import ConfigError, load_properties
 from kbroker.ops.admin import OpsError, describe_kafka_error, parse_bootstrap
 from wire.errors import KafkaError
 
@@ -83,12 +86,18 @@ class Progress:
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, timeout: float = 30.0) -> None:
-    """``--bootstrap-server``, ``--json`` and ``--timeout`` (default ``timeout`` seconds)."""
+    """``--bootstrap-server``, ``--command-config``, ``--json`` and ``--timeout`` (default
+    ``timeout`` seconds)."""
     parser.add_argument(
         "--bootstrap-server",
         default=DEFAULT_BOOTSTRAP,
         metavar="HOST:PORT",
         help=f"broker(s) to connect to, comma-separated (default {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="Kafka client properties (security.protocol, sasl.*, ssl.*), as Kafka's tools take",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument(
@@ -106,12 +115,17 @@ def run_command(command: Command) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         async def main() -> int:
             bootstrap = parse_bootstrap(args.bootstrap_server)
-            async with KafkaClient(bootstrap, timeout=args.timeout) as client:
+            props = load_properties(args.command_config) if args.command_config else {}
+            security = security_config(props)
+            client_id = props.get("client.id", "kbroker-cli")
+            async with KafkaClient(
+                bootstrap, client_id=client_id, timeout=args.timeout, security=security
+            ) as client:
                 return await command(args, client)
 
         try:
             return asyncio.run(main())
-        except OpsError as exc:
+        except (OpsError, ConfigError, SecurityConfigError) as exc:
             message = str(exc)
         except KafkaError as exc:
             message = describe_kafka_error(exc)

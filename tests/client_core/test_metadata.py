@@ -15,6 +15,7 @@ from kbroker.client_core.metadata import (
     find_coordinator_answer,
     find_coordinator_request,
     metadata_request,
+    topic_partitions,
 )
 from tests.client_core.fake_broker import FakeBroker
 from wire.api_keys import ApiKey
@@ -108,7 +109,8 @@ def test_leader_move_without_hint_refreshes_metadata() -> None:
     broker, client = connected()
     cache = ClusterMetadata()
     answer = exchange(broker, client, ApiKey.METADATA, metadata_request(["t"], 12), metadata(1, 5))
-    assert cache.update(answer.body) == {"t": [0]}
+    cache.update(answer.body)
+    assert topic_partitions(answer.body) == {"t": [0]}
     assert cache.leader_address(("t", 0)) == ("b1", 9091)
     # Produce v9 knows nothing of KIP-951: NOT_LEADER_OR_FOLLOWER alone.
     failed = exchange(
@@ -167,14 +169,16 @@ def test_other_errors() -> None:
         topics=[MetadataResponseTopic(name="t", error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)],
     )
     cache.update(metadata(1, 5))
-    assert cache.update(gone) == {}
+    cache.update(gone)
+    assert topic_partitions(gone) == {}
     assert cache.leader(("t", 0)) is None
 
 
 def test_internal_topics_are_optional() -> None:
     response = metadata(1, 5)
     response.topics.append(MetadataResponseTopic(name="__consumer_offsets", is_internal=True))
-    assert ClusterMetadata().update(response, include_internal=False) == {"t": [0]}
+    assert topic_partitions(response, include_internal=False) == {"t": [0]}
+    assert set(topic_partitions(response)) == {"t", "__consumer_offsets"}
 
 
 @pytest.mark.parametrize("version", [3, 4])

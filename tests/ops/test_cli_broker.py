@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from compat_tests.broker_process import free_port
-from kbroker.ops.partitioner import partition_for_key
+from kbroker.client_core.partitioner import partition_for_key
 from tests.ops.support import Cli, OpsBroker
 
 pytestmark = pytest.mark.slow

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kbroker.client_core.partitioner import partition_for_key
 from kbroker.data_client import LATEST, DataClient
 from spark_conn.demo import EVENT_SPACING_MS, MAX_DISORDER_MS, generate, last_event_time
-from spark_conn.sink import key_partition
 from tests.spark.helpers import make_topic
 
 
@@ -28,4 +28,4 @@ def test_generator_partitions_by_user_and_continues_its_clock(broker: Any, uniqu
                 event = json.loads(record.value or b"")
                 assert record.key == event["user"].encode()
                 assert record.timestamp == event["ts"]
-                assert key_partition(record.key, 3) == partition
+                assert partition_for_key(record.key, 3) == partition

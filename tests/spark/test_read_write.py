@@ -90,12 +90,12 @@ def test_write_then_read_back(spark: Any, broker: Any, unique: str) -> None:
     assert sorted((bytes(r.key).decode(), bytes(r.value).decode()) for r in back) == sorted(
         (k, v) for k, v, _ in rows
     )
-    from spark_conn.sink import key_partition
+    from kbroker.client_core.partitioner import partition_for_key
 
     for r in back:
         key = bytes(r.key)
         number = int(key.decode()[4:])
-        expected = 2 if number % 5 == 0 else key_partition(key, 3)
+        expected = 2 if number % 5 == 0 else partition_for_key(key, 3)
         assert r.partition == expected
         assert [(h.key, bytes(h.value)) for h in r.headers] == [("src", key)]
     # The topic column is used when there is no topic option.

@@ -7,10 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_murmur2
 
+from kbroker.client_core.partitioner import murmur2, partition_for_key
 from spark_conn.offsets import from_json, rate_limit, to_json
 from spark_conn.options import OptionError, parse_source_options
 from spark_conn.session import kafka_jars, kafka_package
-from spark_conn.sink import key_partition, murmur2
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -112,8 +112,8 @@ def test_murmur2_matches_kafka_python() -> None:
 
 
 def test_key_partition_is_in_range_and_stable() -> None:
-    assert {key_partition(b"user-%d" % i, 3) for i in range(50)} == {0, 1, 2}
-    assert key_partition(b"same", 7) == key_partition(b"same", 7)
+    assert {partition_for_key(b"user-%d" % i, 3) for i in range(50)} == {0, 1, 2}
+    assert partition_for_key(b"same", 7) == partition_for_key(b"same", 7)
 
 
 def test_kafka_connector_locations(tmp_path: pytest.TempPathFactory) -> None:
@@ -133,3 +133,37 @@ def test_kafka_connector_locations(tmp_path: pytest.TempPathFactory) -> None:
     assert kafka_jars("") == []
     with pytest.raises(FileNotFoundError):
         kafka_jars(str(tmp_path / "missing.jar"))  # type: ignore[operator]
+
+
+def test_security_options_take_the_kafka_prefix() -> None:
+    """As Spark's Kafka source: kafka.security.protocol, kafka.sasl.*, kafka.ssl.*."""
+    o = parse_source_options(
+        {
+            **BOOT,
+            "subscribe": "a",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                'username="spark" password="pw";'
+            ),
+            "kafka.ssl.truststore.location": "/ca.pem",
+            "kafka.ssl.truststore.type": "PEM",
+        },
+        streaming=False,
+    )
+    assert (o.security.protocol, o.security.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+    assert (o.security.sasl_username, o.security.ssl_cafile) == ("spark", "/ca.pem")
+    assert parse_source_options({**BOOT, "subscribe": "a"}, streaming=False).security.tls is False
+
+
+@pytest.mark.parametrize(
+    ("options", "complaint"),
+    [
+        ({"kafka.security.protocol": "SASL_PLAINTEXT"}, "kafka.security.protocol=SASL_PLAINTEXT"),
+        ({"kafka.ssl.truststore.type": "JKS", "kafka.ssl.truststore.location": "/t"}, "PEM"),
+    ],
+)
+def test_bad_security_options(options: dict[str, str], complaint: str) -> None:
+    with pytest.raises(OptionError, match=complaint):
+        parse_source_options({**BOOT, "subscribe": "a", **options}, streaming=False)
