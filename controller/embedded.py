@@ -16,10 +16,12 @@ log dir and survives restarts. Files:
       ],
       "broker_configs": {"log.retention.ms": "1000"},
       "client_quotas": [{"entity": [["user", "alice"]],
-                         "quotas": {"producer_byte_rate": 1048576.0}}]
+                         "quotas": {"producer_byte_rate": 1048576.0}}],
+      "scram_credentials": {"alice": {"SCRAM-SHA-256": "salt=...,stored_key=...,..."}}
     }
 
-``client_quotas`` (controller/quota_store.py) may be absent in older files.
+``client_quotas`` (controller/quota_store.py) and ``scram_credentials``
+(controller/credential_store.py) may be absent in older files.
 
 It is replaced whole on every change: written to ``__kbroker_metadata.json.tmp``, fsynced,
 renamed over the old file, then the directory is fsynced (DESIGN rule 6), so a crash leaves
@@ -43,7 +45,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from controller import quota_store
+from controller import credential_store, quota_store
+from controller.credential_store import CredentialTable, ScramChange
 from controller.interface import (
     BrokerInfo,
     Endpoint,
@@ -61,6 +64,7 @@ from kbroker.config import (
     validate_topic_configs,
 )
 from kbroker.quotas import QuotaEntity
+from kbroker.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +153,7 @@ class EmbeddedMetadata(TopicCache):
         self._cluster_id = ""
         self._broker_configs: dict[str, str] = {}
         self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
+        self._scram: dict[str, dict[str, ScramCredential]] = {}
         self._lock = asyncio.Lock()
         self._me = self._own_info()
 
@@ -186,6 +191,9 @@ class EmbeddedMetadata(TopicCache):
     def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
         return self._client_quotas
 
+    def scram_credentials(self) -> CredentialTable:
+        return self._scram
+
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -214,11 +222,13 @@ class EmbeddedMetadata(TopicCache):
                 cluster_id = str(state["cluster_id"])
                 # Absent in files written before client quotas existed.
                 client_quotas = quota_store.from_json(state.get("client_quotas", []))
+                scram = credential_store.from_json(state.get("scram_credentials", {}))
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 raise MetadataStoreError(f"cannot read {path}: {e}") from e
             self._publish_topics({t.name: t for t in topics})
             self._broker_configs = broker_configs
             self._client_quotas = client_quotas
+            self._scram = scram
             stored_ids.add(cluster_id)
         if len(stored_ids) > 1:
             raise MetadataStoreError(
@@ -265,6 +275,7 @@ class EmbeddedMetadata(TopicCache):
         topics: Mapping[str, TopicInfo],
         broker_configs: Mapping[str, str],
         client_quotas: Mapping[QuotaEntity, Mapping[str, float]] | None = None,
+        scram: CredentialTable | None = None,
     ) -> None:
         state = {
             "version": FORMAT_VERSION,
@@ -274,6 +285,7 @@ class EmbeddedMetadata(TopicCache):
             "client_quotas": quota_store.to_json(
                 self._client_quotas if client_quotas is None else client_quotas
             ),
+            "scram_credentials": credential_store.to_json(self._scram if scram is None else scram),
         }
         data = json.dumps(state, indent=1, sort_keys=True).encode("utf-8")
         atomic_write(self._dir / METADATA_FILE, data)
@@ -301,6 +313,12 @@ class EmbeddedMetadata(TopicCache):
             table = quota_store.apply_changes(self._client_quotas, changes)
             await asyncio.to_thread(self._persist, self._topics, self._broker_configs, table)
             self._client_quotas = table
+
+    async def alter_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
+        async with self._lock:
+            table = credential_store.apply_changes(self._scram, changes)
+            await asyncio.to_thread(self._persist, self._topics, self._broker_configs, None, table)
+            self._scram = table
 
     async def create_topic(
         self,

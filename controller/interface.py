@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from controller.credential_store import CredentialTable, ScramChange
     from controller.quota_store import QuotaChange
     from kbroker.quotas import QuotaEntity
 
@@ -147,6 +148,14 @@ class MetadataBackend(Protocol):
 
     async def alter_client_quotas(self, changes: Sequence[QuotaChange]) -> None:
         """Apply quota changes (a None value removes the key), persisted before return."""
+        ...
+
+    def scram_credentials(self) -> CredentialTable:
+        """SCRAM credentials by user and mechanism (controller/credential_store.py)."""
+        ...
+
+    async def alter_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
+        """Add, replace or delete credentials, persisted before return."""
         ...
 
     def add_listener(self, callback: TopicListener) -> None: ...

@@ -51,7 +51,8 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
-from controller import decisions, quota_store, zk_paths
+from controller import credential_store, decisions, quota_store, zk_paths
+from controller.credential_store import CredentialTable, ScramChange
 from controller.embedded import kafka_uuid_string, random_kafka_uuid
 from controller.interface import (
     INTERNAL_TOPICS,
@@ -66,6 +67,8 @@ from controller.topic_plans import plan_partitions, plan_topic
 from controller.zk_paths import PartitionState
 from kbroker.config import BrokerConfig, validate_dynamic_broker_configs, validate_topic_configs
 from kbroker.quotas import CLIENT_ID, IP, USER, QuotaEntity
+from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from kbroker.security.scram import ScramCredential
 from wire.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -96,6 +99,7 @@ class Snapshot:
     states: dict[TopicPartition, tuple[PartitionState, int]] = field(default_factory=dict)
     broker_configs: dict[str, str] = field(default_factory=dict)
     client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
+    scram: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
     topic_versions: dict[str, int] = field(default_factory=dict)
     moving: dict[TopicPartition, decisions.Reassignment] = field(default_factory=dict)
 
@@ -147,6 +151,9 @@ class ZkMetadata(TopicCache):
 
     def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
         return self._snapshot.client_quotas
+
+    def scram_credentials(self) -> CredentialTable:
+        return self._snapshot.scram
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -393,26 +400,37 @@ class ZkMetadata(TopicCache):
             snap.broker_configs = zk_paths.decode_config(data)
         except NoNodeError:
             zk.exists(zk_paths.broker_config_path(self._me), watch=watch)
-        snap.client_quotas = self._read_client_quotas()
+        snap.client_quotas, snap.scram = self._read_user_configs()
         if snap.client_quotas == self._snapshot.client_quotas:
             # Unchanged: keep the object, which the quota manager compares by identity.
             snap.client_quotas = self._snapshot.client_quotas
         return snap
 
-    def _read_client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
-        """Every quota znode (controller/quota_store.py), watched."""
+    def _read_user_configs(
+        self,
+    ) -> tuple[dict[QuotaEntity, dict[str, float]], dict[str, dict[str, ScramCredential]]]:
+        """Every quota znode (controller/quota_store.py) and the users' SCRAM credentials
+        (controller/credential_store.py), watched."""
         zk = self._zk
         watch = self._watch
         out: dict[QuotaEntity, dict[str, float]] = {}
+        scram: dict[str, dict[str, ScramCredential]] = {}
 
         def read(path: str, key: QuotaEntity) -> None:
             try:
                 data, _ = zk.get(path, watch=watch)
             except NoNodeError:
                 return
-            quotas = quota_store.decode_quotas(zk_paths.decode_config(data))
+            config = zk_paths.decode_config(data)
+            quotas = quota_store.decode_quotas(
+                {k: v for k, v in config.items() if k not in SCRAM_MECHANISMS}
+            )
             if quotas:
                 out[key] = quotas
+            if len(key) == 1 and key[0][0] == USER and key[0][1] is not None:
+                credentials = credential_store.credentials_of_config(config)
+                if credentials:
+                    scram[key[0][1]] = credentials
 
         roots = ((quota_store.USERS, USER), (quota_store.CLIENTS, CLIENT_ID), (quota_store.IPS, IP))
         for root, kind in roots:
@@ -428,7 +446,7 @@ class ZkMetadata(TopicCache):
                 for client in clients:
                     key = ((CLIENT_ID, quota_store.desanitize(client)), (USER, name))
                     read(f"{root}/{node}/clients/{client}", key)
-        return out
+        return out, scram
 
     def _run_for_controller(self) -> None:
         try:
@@ -983,17 +1001,44 @@ class ZkMetadata(TopicCache):
         current = self._snapshot.client_quotas
         for key, _ in changes:
             quotas = quota_store.apply_changes(current, [c for c in changes if c[0] == key])
+            path = f"/config/{quota_store.entity_path(key)}"
+            # A user's node holds its SCRAM credentials too: keep them.
+            others = {k: v for k, v in self._config_node(path).items() if k in SCRAM_MECHANISMS}
             self._set_config_node(
-                f"/config/{quota_store.entity_path(key)}",
-                quota_store.encode_quotas(quotas.get(key, {})),
+                path, {**others, **quota_store.encode_quotas(quotas.get(key, {}))}
             )
-            # Kafka's brokers learn of the change from this notification (version 2).
-            self._zk.create(
-                quota_store.CHANGE_PREFIX,
-                zk_paths.dump_json({"version": 2, "entity_path": quota_store.entity_path(key)}),
-                sequence=True,
-                makepath=True,
+            self._notify_config_change(quota_store.entity_path(key))
+
+    def _notify_config_change(self, entity_path: str) -> None:
+        # Kafka's brokers learn of the change from this notification (version 2).
+        self._zk.create(
+            quota_store.CHANGE_PREFIX,
+            zk_paths.dump_json({"version": 2, "entity_path": entity_path}),
+            sequence=True,
+            makepath=True,
+        )
+
+    def _config_node(self, path: str) -> dict[str, str]:
+        try:
+            data, _ = self._zk.get(path)
+        except NoNodeError:
+            return {}
+        return zk_paths.decode_config(data)
+
+    async def alter_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
+        await self._zk_call(self._write_scram_credentials, changes)
+        await self._refresh_after_write()
+
+    def _write_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
+        for user in dict.fromkeys(user for user, _, _ in changes):
+            path = f"{quota_store.USERS}/{quota_store.sanitize(user)}"
+            config = self._config_node(path)
+            current = {user: credential_store.credentials_of_config(config)}
+            table = credential_store.apply_changes(current, [c for c in changes if c[0] == user])
+            self._set_config_node(
+                path, credential_store.with_credentials(config, table.get(user, {}))
             )
+            self._notify_config_change(f"users/{quota_store.sanitize(user)}")
 
 
 # Offsets stored by ZooKeeper-based consumers: /consumers/<group>/offsets/<topic>/<partition>.

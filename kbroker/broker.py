@@ -28,7 +28,12 @@ from typing import TypeVar
 from controller.embedded import EmbeddedMetadata
 from controller.interface import Endpoint, MetadataBackend, TopicInfo
 from controller.zk_backend import ZkMetadata
-from kbroker.config import BrokerConfig, effective_topic_config, parse_per_ip_overrides
+from kbroker.config import (
+    BrokerConfig,
+    ConfigError,
+    effective_topic_config,
+    parse_per_ip_overrides,
+)
 from kbroker.dispatch import Dispatcher
 from kbroker.group.coordinator import GroupCoordinator
 from kbroker.log.lifecycle import LifecycleSettings, StorageLifecycle
@@ -39,6 +44,12 @@ from kbroker.partition import Partition
 from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.purgatory import Purgatory
 from kbroker.quotas import CONNECTION_CREATION_RATE, IP, QuotaManager
+from kbroker.security.listener_security import (
+    ListenerSecurity,
+    SecuritySetupError,
+    listener_security,
+)
+from kbroker.security.scram import ScramCredential
 from kbroker.server.connection import ConnectionLimits
 from kbroker.server.connection_quotas import (
     ConnectionLimitsConfig,
@@ -154,6 +165,10 @@ class Broker:
             MemoryPool(_positive_or_none(config.get("queued.max.request.bytes"))),
             ConnectionQuotas(connection_quotas_config(config), self._ip_creation_rate),
         )
+        # Each listener's TLS and SASL (a bad setting stops the broker here).
+        self.listener_security = {
+            lst.name: self._listener_security(lst.name) for lst in config.listeners
+        }
         self._flusher: asyncio.Task[None] | None = None
         self.storage: StorageLifecycle | None = None
         # The Prometheus endpoint, when metrics.port is set (kbroker/metrics.py).
@@ -188,6 +203,15 @@ class Broker:
 
     def _replica_storage_failed(self, key: tuple[str, int], exc: OSError) -> None:
         self.log_dir_failed(self.logs.dir_of(*key).parent, exc)
+
+    def _listener_security(self, listener: str) -> ListenerSecurity:
+        try:
+            return listener_security(self.config, listener, self._scram_credential)
+        except SecuritySetupError as exc:
+            raise ConfigError(str(exc)) from exc
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.metadata.scram_credentials().get(user, {}).get(mechanism)
 
     def _ip_creation_rate(self, ip: str) -> float | None:
         """The connection_creation_rate client quota of an address, or of the default IP."""
@@ -230,7 +254,9 @@ class Broker:
         await self.group_coordinator.start()
         await self.txn_coordinator.start()
         for name, host, port in self.config.listeners:
-            self.ports[name] = await self.server.start(host, port, name)
+            self.ports[name] = await self.server.start(
+                host, port, name, self.listener_security[name]
+            )
         self.port = self.ports[self.config.listeners[0].name]
         await self.replica_manager.start()
         if self.zk is not None:

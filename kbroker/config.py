@@ -13,7 +13,9 @@ Every property has a definition in ``config_defs``; an unknown name or a bad val
 ConfigError naming the property.
 
 Listeners are ``NAME://host:port``; NAME's security protocol comes from
-``listener.security.protocol.map`` and must be PLAINTEXT. When ``advertised.listeners`` is not
+``listener.security.protocol.map``: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, each configured
+by the ``ssl.*`` and ``sasl.*`` properties or their ``listener.name.<listener>.`` overrides
+(kbroker/security/listener_security.py). When ``advertised.listeners`` is not
 set, the listeners are advertised, with an empty or wildcard host (``0.0.0.0``, ``::``) replaced
 by 127.0.0.1 (Kafka uses the machine's canonical host name there; loopback is the safe choice
 for a single development broker, set ``advertised.listeners`` for anything else).
@@ -35,6 +37,7 @@ from kbroker.config_defs import (
     LISTENER_OVERRIDABLE,
     LISTENER_PREFIX,
     NO_EFFECT_YET,
+    SECURITY_PROTOCOLS,
     TOPIC_DEFS,
     TOPIC_UNSUPPORTED_VALUES,
     ConfigDef,
@@ -194,7 +197,7 @@ _LISTENER_RE = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/\[\]]*):(\d+)$")
 
 
 def parse_listeners(prop: str, raw: list[str], protocols: Mapping[str, str]) -> list[Listener]:
-    """Parse ``NAME://host:port`` entries; only PLAINTEXT listeners are supported."""
+    """Parse ``NAME://host:port`` entries whose NAME maps to a security protocol."""
     listeners: list[Listener] = []
     for entry in raw:
         m = _LISTENER_RE.match(entry)
@@ -213,10 +216,10 @@ def parse_listeners(prop: str, raw: list[str], protocols: Mapping[str, str]) -> 
                 f"Invalid value {entry!r} for configuration {prop}: listener name {name} has no "
                 "entry in listener.security.protocol.map"
             )
-        if proto != "PLAINTEXT":
+        if proto not in SECURITY_PROTOCOLS:
             raise ConfigError(
-                f"Invalid value {entry!r} for configuration {prop}: security protocol {proto} "
-                "is not supported yet (SSL and SASL are not supported yet; use PLAINTEXT)"
+                f"Invalid value {entry!r} for configuration {prop}: unknown security protocol "
+                f"{proto} (one of {', '.join(SECURITY_PROTOCOLS)})"
             )
         if any(existing.name == name for existing in listeners):
             raise ConfigError(f"Invalid value for configuration {prop}: listener {name} repeated")
@@ -237,13 +240,23 @@ def _advertise(listener: Listener) -> Listener:
 # --- the broker configuration ---------------------------------------------------------------
 
 
+JAAS_CONFIG = "sasl.jaas.config"
+
+
 def _listener_override(name: str) -> tuple[str, str] | None:
     """(listener, property) of a listener.name.<listener>.<property> name Kafka lets a
     listener override, or None."""
     if not name.startswith(LISTENER_PREFIX):
         return None
     listener, _, prop = name[len(LISTENER_PREFIX) :].partition(".")
-    return (listener, prop) if listener and prop in LISTENER_OVERRIDABLE else None
+    if not listener:
+        return None
+    if prop in LISTENER_OVERRIDABLE:
+        return listener, prop
+    mechanism, _, rest = prop.partition(".")
+    if mechanism and rest == JAAS_CONFIG:
+        return listener, JAAS_CONFIG
+    return None
 
 
 def parse_per_ip_overrides(raw: str) -> dict[str, int]:
@@ -419,6 +432,18 @@ class BrokerConfig:
     def listener_value(self, listener: str, name: str) -> Any:
         """``name`` for one listener: listener.name.<listener>.<name> if set, else ``name``."""
         return self.values.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}", self.values[name])
+
+    def security_protocol(self, listener: str) -> str:
+        """The security protocol of a listener (listener.security.protocol.map)."""
+        return _parse_protocol_map(self.values["listener.security.protocol.map"])[listener]
+
+    def jaas_config(self, listener: str, mechanism: str) -> str | None:
+        """A SASL mechanism's JAAS configuration on a listener: the
+        listener.name.<listener>.<mechanism>.sasl.jaas.config property, else
+        sasl.jaas.config."""
+        key = f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.{JAAS_CONFIG}"
+        value = self.values.get(key, self.values[JAAS_CONFIG])
+        return None if value is None else str(value)
 
     def no_effect_properties(self) -> list[str]:
         """Explicitly set properties that are accepted but not acted on yet."""

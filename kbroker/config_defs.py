@@ -142,6 +142,7 @@ def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
     return table
 
 
+PASSWORD = ConfigType.PASSWORD
 BOOL, STR, INT, SHORT, LONG, DBL, LIST, CLASS = (
     ConfigType.BOOLEAN,
     ConfigType.STRING,
@@ -211,6 +212,31 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("quota.window.num", INT, "11", min=1),
     ConfigDef("quota.window.size.seconds", INT, "1", min=1),
     ConfigDef("connections.max.idle.ms", LONG, "600000"),
+    # TLS (a listener may override each as listener.name.<listener>.ssl.*). Keystores and
+    # truststores are PEM files or inline PEM (KIP-651), or PKCS12 files.
+    ConfigDef("ssl.keystore.type", STR, "JKS"),
+    ConfigDef("ssl.keystore.location", STR, None),
+    ConfigDef("ssl.keystore.password", PASSWORD, None),
+    ConfigDef("ssl.keystore.key", PASSWORD, None),
+    ConfigDef("ssl.keystore.certificate.chain", PASSWORD, None),
+    ConfigDef("ssl.key.password", PASSWORD, None),
+    ConfigDef("ssl.truststore.type", STR, "JKS"),
+    ConfigDef("ssl.truststore.location", STR, None),
+    ConfigDef("ssl.truststore.password", PASSWORD, None),
+    ConfigDef("ssl.truststore.certificates", PASSWORD, None),
+    ConfigDef("ssl.client.auth", STR, "none", choices=("none", "requested", "required")),
+    ConfigDef("ssl.enabled.protocols", LIST, "TLSv1.2,TLSv1.3"),
+    ConfigDef("ssl.protocol", STR, "TLSv1.3"),
+    ConfigDef("ssl.cipher.suites", LIST, ""),
+    ConfigDef("ssl.endpoint.identification.algorithm", STR, "https"),
+    ConfigDef("ssl.principal.mapping.rules", STR, "DEFAULT"),
+    # SASL (KIP-43, KIP-84, KIP-152, KIP-368).
+    ConfigDef("sasl.enabled.mechanisms", LIST, "GSSAPI"),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", STR, "GSSAPI"),
+    ConfigDef("sasl.jaas.config", PASSWORD, None),
+    ConfigDef("sasl.server.max.receive.size", INT, "524288", min=1),
+    ConfigDef("connections.max.reauth.ms", LONG, "0", min=0),
+    ConfigDef("connection.failed.authentication.delay.ms", INT, "100", min=0),
     # Ours: how long a request may take to arrive once its first byte has (30 s, the clients'
     # default request.timeout.ms: a client waiting longer has given up on it anyway); -1: none.
     ConfigDef("request.read.timeout.ms", LONG, "30000", min=-1),
@@ -336,9 +362,11 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
 )
 
 # Broker properties a listener may override as listener.name.<listener>.<property>
-# (KIP-402, KIP-612), the listener name in lower case.
+# (KIP-402, KIP-612; KIP-103 for ssl.* and sasl.*), the listener name in lower case. A
+# mechanism's JAAS configuration is listener.name.<listener>.<mechanism>.sasl.jaas.config.
 LISTENER_OVERRIDABLE: frozenset[str] = frozenset(
-    {"max.connections", "max.connection.creation.rate"}
+    {"max.connections", "max.connection.creation.rate", "connections.max.reauth.ms"}
+    | {name for name in BROKER_DEFS if name.startswith(("ssl.", "sasl."))}
 )
 LISTENER_PREFIX = "listener.name."
 

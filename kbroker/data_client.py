@@ -512,9 +512,7 @@ class DataClient:
     ) -> int:
         """Append one record batch built by the caller (acks=all); returns its base offset.
         A transactional batch names its transactional id."""
-        return self._with_leader(
-            tp, lambda c: self._produce_one(c, tp, batch, transactional_id)
-        )
+        return self._with_leader(tp, lambda c: self._produce_one(c, tp, batch, transactional_id))
 
     def _produce_one(
         self,

@@ -33,6 +33,7 @@ from kbroker.handlers import (
     offsets,
     produce,
     reassignments,
+    scram_users,
     transactions,
     write_txn_markers,
 )
@@ -115,6 +116,18 @@ HANDLERS.update(
         ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list_partition_reassignments,
         ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe_client_quotas,
         ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter_client_quotas,
+    }
+)
+
+# Security: SASL requests on listeners without SASL, SCRAM credentials (KIP-554).
+HANDLERS.update(
+    {
+        ApiKey.SASL_HANDSHAKE: scram_users.handle_sasl_handshake,
+        ApiKey.SASL_AUTHENTICATE: scram_users.handle_sasl_authenticate,
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (
+            scram_users.handle_describe_user_scram_credentials
+        ),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_users.handle_alter_user_scram_credentials,
     }
 )
 

@@ -4,6 +4,8 @@ The shell feeds it SaslHandshake / SaslAuthenticate requests (or, after a v0
 handshake, the raw length-prefixed tokens older clients send) and asks whether
 any other request may pass yet. KIP-152: a failure answers
 SASL_AUTHENTICATION_FAILED with a message and the connection is then closed.
+KIP-368: an authenticated client may start over with a v1 handshake to
+re-authenticate; it must come back as the same principal.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class SaslSession:
         self.mechanism: str | None = None
         self.raw_tokens = False
         self.principal: str | None = None
+        # During a re-authentication: other requests wait for it (KIP-368).
+        self.reauthenticating = False
 
     @property
     def authenticated(self) -> bool:
@@ -83,10 +87,14 @@ class SaslSession:
 
     def handshake(self, mechanism: str, version: int) -> tuple[ErrorCode, list[str]]:
         enabled = list(self._mechanisms)
-        if self._state is not _State.HANDSHAKE:
+        if self._state is _State.COMPLETE and version >= 1:
+            self.reauthenticating = True
+        elif self._state is not _State.HANDSHAKE:
             self._state = _State.FAILED
             return ErrorCode.ILLEGAL_SASL_STATE, enabled
-        if mechanism not in self._mechanisms:
+        if mechanism not in self._mechanisms or (
+            self.reauthenticating and mechanism != self.mechanism
+        ):
             self._state = _State.FAILED
             return ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled
         self.mechanism = mechanism
@@ -106,6 +114,16 @@ class SaslSession:
             self._state = _State.FAILED
             return AuthResult(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc), b"")
         if self._exchange.complete:
+            principal = f"User:{self._exchange.username}"
+            if self.reauthenticating and principal != self.principal:
+                self._state = _State.FAILED
+                return AuthResult(
+                    ErrorCode.SASL_AUTHENTICATION_FAILED,
+                    f"Cannot change principals during re-authentication from {self.principal}: "
+                    f"{principal}",
+                    b"",
+                )
             self._state = _State.COMPLETE
-            self.principal = f"User:{self._exchange.username}"
+            self.reauthenticating = False
+            self.principal = principal
         return AuthResult(ErrorCode.NONE, None, reply)

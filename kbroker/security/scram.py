@@ -11,13 +11,19 @@ import base64
 import hashlib
 import hmac
 import os
+import secrets
+import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
 MECHANISMS: dict[str, str] = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-# Kafka refuses fewer iterations than this for SCRAM credentials (KIP-84).
+# The mechanisms' numbers in AlterUserScramCredentials / DescribeUserScramCredentials.
+MECHANISM_CODES: dict[str, int] = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+# Kafka refuses fewer iterations than this for SCRAM credentials (KIP-84), and more than
+# MAX_ITERATIONS through AlterUserScramCredentials (KIP-554).
 MIN_ITERATIONS = 4096
+MAX_ITERATIONS = 16384
 _INVALID = "Authentication failed: invalid credentials"
 
 
@@ -43,6 +49,20 @@ def make_credential(
     digest = MECHANISMS[mechanism]
     salt = salt if salt is not None else os.urandom(32)
     salted = hashlib.pbkdf2_hmac(digest, password.encode(), salt, iterations)
+    return credential_from_salted(mechanism, salt, iterations, salted)
+
+
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """RFC 5802's SaltedPassword, Hi(password, salt, i): what an admin client sends in
+    AlterUserScramCredentials (KIP-554) instead of the password."""
+    return hashlib.pbkdf2_hmac(MECHANISMS[mechanism], password.encode(), salt, iterations)
+
+
+def credential_from_salted(
+    mechanism: str, salt: bytes, iterations: int, salted: bytes
+) -> ScramCredential:
+    """The stored credential of a salted password (the password itself is not needed)."""
+    digest = MECHANISMS[mechanism]
     client_key = _hmac(digest, salted, b"Client Key")
     return ScramCredential(
         salt=salt,
@@ -66,6 +86,13 @@ def _decode_username(name: str) -> str:
     return name.replace("=2C", ",").replace("=3D", "=")
 
 
+def _server_nonce() -> str:
+    # Letters and digits only, as Kafka's own: librdkafka 2.0 (kcat on Debian) garbles a
+    # nonce holding base64's '+' or '/' when it echoes it back.
+    alphabet = string.ascii_letters + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(32))
+
+
 class _State(Enum):
     FIRST = 1
     FINAL = 2
@@ -87,7 +114,7 @@ class ScramServer:
     ) -> None:
         self._digest = MECHANISMS[mechanism]
         self._lookup = lookup
-        self._server_nonce = nonce or base64.b64encode(os.urandom(18)).decode()
+        self._server_nonce = nonce or _server_nonce()
         self._state = _State.FIRST
         self.username: str | None = None
         self._credential: ScramCredential | None = None
@@ -133,7 +160,10 @@ class ScramServer:
         assert self._credential is not None
         without_proof, _, proof_part = message.rpartition(",p=")
         attrs = _attributes(without_proof)
-        if attrs.get("r") != self._nonce:
+        # RFC 5802 asks for the combined nonce echoed exactly. Kafka 3.x accepts any nonce
+        # that ends with it, and librdkafka 2.0 (Debian's kcat) relies on that: it sends
+        # the client nonce twice. The nonce is inside the signed AuthMessage either way.
+        if not attrs.get("r", "").endswith(self._nonce):
             raise ScramError("Invalid SCRAM nonce")
         try:
             proof = base64.b64decode(proof_part, validate=True)
@@ -150,3 +180,27 @@ class ScramServer:
         server_sig = _hmac(self._digest, self._credential.server_key, auth_message)
         self._state = _State.DONE
         return b"v=" + base64.b64encode(server_sig)
+
+
+def credential_to_string(credential: ScramCredential) -> str:
+    """The text Kafka stores for a credential (a user's config entry named after the
+    mechanism): ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``."""
+    b64 = base64.b64encode
+    return (
+        f"salt={b64(credential.salt).decode()},stored_key={b64(credential.stored_key).decode()},"
+        f"server_key={b64(credential.server_key).decode()},iterations={credential.iterations}"
+    )
+
+
+def credential_from_string(text: str) -> ScramCredential:
+    """The inverse of credential_to_string (ValueError when malformed)."""
+    fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+    try:
+        return ScramCredential(
+            salt=base64.b64decode(fields["salt"], validate=True),
+            iterations=int(fields["iterations"]),
+            stored_key=base64.b64decode(fields["stored_key"], validate=True),
+            server_key=base64.b64decode(fields["server_key"], validate=True),
+        )
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"malformed SCRAM credential: {exc}") from exc

@@ -1,4 +1,9 @@
-"""A listener's server-side TLS context from Kafka's `ssl.*` properties (PEM keystores)."""
+"""A listener's server-side TLS context from Kafka's `ssl.*` properties.
+
+Key and trust stores are PEM (files, or inline PEM as KIP-651 allows) or PKCS12 files;
+JKS is refused with a message (no maintained Python library reads it: convert it with
+`keytool -importkeystore -deststoretype PKCS12`).
+"""
 
 from __future__ import annotations
 
@@ -29,11 +34,40 @@ def _load_chain(ctx: ssl.SSLContext, chain: str, key: str | None, password: str 
         os.unlink(path)
 
 
+def _store_type(props: Mapping[str, str], store: str) -> str:
+    kind = props.get(f"ssl.{store}.type", "PEM").upper()
+    if kind not in ("PEM", "PKCS12"):
+        raise ValueError(
+            f"ssl.{store}.type={kind} is not supported: use PEM or PKCS12 (keytool "
+            "-importkeystore -deststoretype PKCS12 converts a JKS store)"
+        )
+    return kind
+
+
+def _pkcs12(path: str, password: str | None) -> tuple[str | None, str]:
+    """(private key, certificates) of a PKCS12 file as PEM text."""
+    from cryptography.hazmat.primitives.serialization import (
+        Encoding,
+        NoEncryption,
+        PrivateFormat,
+        pkcs12,
+    )
+
+    with open(path, "rb") as fh:
+        store = pkcs12.load_pkcs12(fh.read(), password.encode() if password else None)
+    certificates = [store.cert] if store.cert is not None else []
+    certificates += store.additional_certs
+    chain = "".join(c.certificate.public_bytes(Encoding.PEM).decode() for c in certificates)
+    key = None
+    if store.key is not None:
+        key = store.key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
+    return key, chain
+
+
 def server_context(props: Mapping[str, str]) -> ssl.SSLContext:
     """`props` holds one listener's effective `ssl.*` settings (overrides already applied)."""
-    store_type = props.get("ssl.keystore.type", "PEM").upper()
-    if store_type != "PEM":
-        raise ValueError(f"ssl.keystore.type={store_type} is not supported (PEM only)")
+    keystore_type = _store_type(props, "keystore")
+    truststore_type = _store_type(props, "truststore")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     enabled = [p.strip() for p in props.get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3").split(",")]
     unknown = [p for p in enabled if p not in _PROTOCOLS]
@@ -42,7 +76,14 @@ def server_context(props: Mapping[str, str]) -> ssl.SSLContext:
     ctx.minimum_version = min(_PROTOCOLS[p] for p in enabled)
     ctx.maximum_version = max(_PROTOCOLS[p] for p in enabled)
     password = props.get("ssl.key.password") or None
-    if "ssl.keystore.certificate.chain" in props:
+    if keystore_type == "PKCS12":
+        if "ssl.keystore.location" not in props:
+            raise ValueError("ssl.keystore.type=PKCS12 needs ssl.keystore.location")
+        key, chain = _pkcs12(props["ssl.keystore.location"], props.get("ssl.keystore.password"))
+        if key is None:
+            raise ValueError("the PKCS12 key store holds no private key")
+        _load_chain(ctx, chain, key, None)
+    elif "ssl.keystore.certificate.chain" in props:
         _load_chain(
             ctx, props["ssl.keystore.certificate.chain"], props.get("ssl.keystore.key"), password
         )
@@ -55,7 +96,10 @@ def server_context(props: Mapping[str, str]) -> ssl.SSLContext:
     if client_auth not in _CLIENT_AUTH:
         raise ValueError(f"ssl.client.auth={client_auth} (none, requested or required)")
     ctx.verify_mode = _CLIENT_AUTH[client_auth]
-    if "ssl.truststore.certificates" in props:
+    if truststore_type == "PKCS12" and "ssl.truststore.location" in props:
+        _, trusted = _pkcs12(props["ssl.truststore.location"], props.get("ssl.truststore.password"))
+        ctx.load_verify_locations(cadata=trusted)
+    elif "ssl.truststore.certificates" in props:
         ctx.load_verify_locations(cadata=props["ssl.truststore.certificates"])
     elif "ssl.truststore.location" in props:
         ctx.load_verify_locations(cafile=props["ssl.truststore.location"])

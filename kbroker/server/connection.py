@@ -10,7 +10,14 @@ large request (a produce batch) lands in its own buffer without further copies.
 
 Responses are written as the parts wire.frame.encode_response returns: bytes
 chunks, and file regions that are sent with os.sendfile when they are large
-enough for it to pay off (the 2011 Kafka paper's zero-copy transfer).
+enough for it to pay off (the 2011 Kafka paper's zero-copy transfer). Over TLS
+asyncio falls back to reading the file and writing it through the TLS layer
+(Kafka loses zero-copy there too).
+
+A listener's security (kbroker.security.listener_security) decides who the client
+is: ``User:ANONYMOUS`` on PLAINTEXT, the certificate's mapped DN on SSL, the SASL
+user on SASL_* listeners once the gate (authentication.py) lets requests through.
+Handlers see it in PRINCIPAL.
 """
 
 from __future__ import annotations
@@ -20,11 +27,14 @@ import collections
 import contextvars
 import logging
 import socket
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from kbroker.log.file_region import FileRegion
+from kbroker.security.listener_security import ANONYMOUS, PLAINTEXT_LISTENER, ListenerSecurity
+from kbroker.server.authentication import ChannelAuthenticator, Outcome
 from kbroker.server.memory_pool import MemoryPool
 from wire.errors import DecodeError
 from wire.frame import (
@@ -62,10 +72,19 @@ LISTENER_NAME: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
+# Who the client is (Kafka's KafkaPrincipal as ``<type>:<name>``), for authorization and
+# user quotas.
+PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar("principal", default=ANONYMOUS)
+
+
 # Set by a handler whose client is over a quota: after the response is written, the
 # connection stops reading for that many milliseconds (KIP-219: the broker answers at once,
 # with throttle_time_ms, and mutes the channel; the client holds back too).
 THROTTLE_MS: contextvars.ContextVar[int] = contextvars.ContextVar("throttle_ms", default=0)
+
+
+def _log_refusal(key: str, message: str) -> None:
+    log.info(message)
 
 
 class CloseConnection(Exception):
@@ -98,8 +117,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pool: MemoryPool | None = None,
         *,
         shared_staging: bytearray | None = None,
+        security: ListenerSecurity = PLAINTEXT_LISTENER,
+        report: Callable[[str, str], None] | None = None,
     ) -> None:
         self._handle = handle
+        self._security = security
+        # Logs a refused client once per burst (listener.BurstLog): key, message.
+        self._report = report if report is not None else _log_refusal
+        self._authenticator: ChannelAuthenticator | None = None
+        self._principal = ANONYMOUS
         self._listener_name = listener_name
         self._reject_version = reject_version
         self._limits = limits
@@ -130,6 +156,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = "?"
         self._client_host = "/"
 
+    @property
+    def started(self) -> bool:
+        """Whether the transport connected this protocol (a TLS handshake may fail first)."""
+        return self._transport is not None
+
     # asyncio.Protocol callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -141,7 +172,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        security = self._security
+        if security.tls is not None:
+            ssl_object = transport.get_extra_info("ssl_object")
+            try:
+                self._principal = security.tls_principal(
+                    ssl_object.getpeercert() if ssl_object is not None else None
+                )
+            except ValueError as exc:
+                self._refuse(f"{exc}")
+                transport.abort()
+                return
+        if security.sasl is not None:
+            self._authenticator = ChannelAuthenticator(security.sasl, self._limits.max_frame_bytes)
+            self._decoder.max_frame_size = self._authenticator.frame_limit
         self._worker = asyncio.get_running_loop().create_task(self._serve())
+
+    def _refuse(self, reason: str) -> None:
+        host = self._client_host.lstrip("/")
+        self._report(
+            f"auth:{host}:{reason}", f"Failed authentication with {self._client_host} ({reason})"
+        )
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._decoder.get_buffer()
@@ -202,10 +253,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._partial_since = time.monotonic()
 
     def eof_received(self) -> bool:
-        # Let queued requests finish; the worker closes when the queue is empty.
+        # Let queued requests finish; the worker closes when the queue is empty. (TLS has no
+        # half-closed state: there the transport closes.)
         self._closing = True
         self._frame_arrived.set()
-        return True
+        return self._security.tls is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -307,6 +359,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         assert self._transport is not None
         CLIENT_HOST.set(self._client_host)
         LISTENER_NAME.set(self._listener_name)
+        PRINCIPAL.set(self._principal)
         try:
             while (frame := await self._next_frame()) is not None:
                 keep = await self._serve_one(frame)
@@ -326,6 +379,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _serve_one(self, frame: memoryview) -> bool:
         """Handle one request; False means the connection must be closed."""
+        gate = self._authenticator
+        if gate is not None and gate.expects_raw_token:
+            return await self._gated(gate.raw_token(bytes(frame), time.monotonic()), None)
         try:
             header, request = decode_request(frame)
         except UnknownApiKeyError as exc:
@@ -343,6 +399,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except DecodeError as exc:
             log.warning("closing connection from %s: malformed request: %s", self.peer, exc)
             return False
+        if gate is not None:
+            outcome = gate.request(header, request, time.monotonic())
+            if outcome is not None:
+                return await self._gated(outcome, header)
         try:
             response = await self._handle(header, request)
         except CloseConnection as exc:
@@ -365,6 +425,36 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if throttle_ms > 0:
             THROTTLE_MS.set(0)
             await self._mute(throttle_ms / 1000)
+        return True
+
+    async def _gated(self, outcome: Outcome, header: RequestHeader | None) -> bool:
+        """Carry out the SASL gate's answer; False closes the connection."""
+        gate = self._authenticator
+        assert gate is not None
+        if outcome.reason is not None:
+            self._refuse(outcome.reason)
+        if outcome.delay_seconds > 0:
+            await asyncio.sleep(outcome.delay_seconds)
+        if outcome.response is not None:
+            if header is None:
+                token = outcome.response
+                assert isinstance(token, bytes)
+                await self._write([struct.pack(">i", len(token)), token])
+            else:
+                await self._write(
+                    encode_response(
+                        header.correlation_id,
+                        header.request_api_key,
+                        header.request_api_version,
+                        outcome.response,
+                    )
+                )
+        if outcome.close:
+            return False
+        if gate.principal is not None and gate.principal != self._principal:
+            self._principal = gate.principal
+            PRINCIPAL.set(gate.principal)
+        self._decoder.max_frame_size = gate.frame_limit
         return True
 
     async def _mute(self, seconds: float) -> None:

@@ -9,6 +9,10 @@ All connections share one memory pool (``queued.max.request.bytes``, memory_pool
 one sweep a second closes connections past connections.max.idle.ms or stalled mid-request
 past request.read.timeout.ms (connection.ConnectionLimits).
 
+A TLS listener's handshake runs in a task of its own (bounded by TLS_HANDSHAKE_SECONDS), so
+a client that connects and says nothing, or says something other than TLS, holds up no
+one; a failed handshake is logged as Kafka logs it ("Failed authentication with ...").
+
 Graceful shutdown follows uvicorn: stop accepting, let each connection finish
 the request it is handling (bounded by a grace period), then abort the rest.
 """
@@ -19,8 +23,10 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl
 import time
 
+from kbroker.security.listener_security import PLAINTEXT_LISTENER, ListenerSecurity
 from kbroker.server.connection import (
     ConnectionLimits,
     KafkaConnection,
@@ -38,6 +44,7 @@ SWEEP_SECONDS = 1.0
 BACKLOG = 1024
 INT32_MAX = 2**31 - 1
 UNLIMITED = ConnectionLimitsConfig(INT32_MAX, INT32_MAX, INT32_MAX)
+TLS_HANDSHAKE_SECONDS = 10.0
 
 
 class BurstLog:
@@ -103,6 +110,8 @@ class KafkaServer:
         self._connections: set[KafkaConnection] = set()
         self._sockets: list[socket.socket] = []
         self._acceptors: list[asyncio.Task[None]] = []
+        # TLS handshakes under way (each in its own task).
+        self._handshakes: set[asyncio.Task[None]] = set()
         self._sweeper: asyncio.Task[None] | None = None
         # Set whenever a connection closes: an acceptor waiting for a free slot retries.
         self._slot_freed = asyncio.Event()
@@ -111,7 +120,9 @@ class KafkaServer:
         # this event loop, so an idle connection holds no receive buffer of its own.
         self._staging = FrameDecoder.new_staging()
 
-    def _new_connection(self, listener_name: str | None, ip: str) -> KafkaConnection:
+    def _new_connection(
+        self, listener_name: str | None, ip: str, security: ListenerSecurity
+    ) -> KafkaConnection:
         def closed(connection: KafkaConnection) -> None:
             self._connections.discard(connection)
             self.quotas.close(listener_name or "", ip)
@@ -125,25 +136,44 @@ class KafkaServer:
             listener_name,
             self.pool,
             shared_staging=self._staging,
+            security=security,
+            report=self._burst_log.log,
         )
         self._connections.add(connection)
         return connection
 
-    async def start(self, host: str, port: int, listener_name: str | None = None) -> int:
+    async def start(
+        self,
+        host: str,
+        port: int,
+        listener_name: str | None = None,
+        security: ListenerSecurity = PLAINTEXT_LISTENER,
+    ) -> int:
         """Listen on host:port and return the bound port (port 0 picks one). Requests on
-        connections accepted there see ``listener_name`` in LISTENER_NAME."""
+        connections accepted there see ``listener_name`` in LISTENER_NAME; ``security``
+        says how its clients connect and authenticate."""
         loop = asyncio.get_running_loop()
         sockets = _listening_sockets(host, port, BACKLOG)
         self._sockets += sockets
         for sock in sockets:
-            self._acceptors.append(loop.create_task(self._accept_loop(sock, listener_name)))
+            self._acceptors.append(
+                loop.create_task(self._accept_loop(sock, listener_name, security))
+            )
         if self._sweeper is None:
             self._sweeper = loop.create_task(self._sweep())
         bound = sockets[0].getsockname()[1]
-        log.info("listening on %s:%d (%s)", host or "*", bound, listener_name or "unnamed")
+        log.info(
+            "listening on %s:%d (%s, %s)",
+            host or "*",
+            bound,
+            listener_name or "unnamed",
+            security.protocol,
+        )
         return int(bound)
 
-    async def _accept_loop(self, sock: socket.socket, listener_name: str | None) -> None:
+    async def _accept_loop(
+        self, sock: socket.socket, listener_name: str | None, security: ListenerSecurity
+    ) -> None:
         loop = asyncio.get_running_loop()
         listener = listener_name or ""
         quotas = self.quotas
@@ -198,19 +228,55 @@ class KafkaServer:
                 )
                 conn.close()
                 continue
-            made: list[KafkaConnection] = []
+            if security.tls is None:
+                await self._start_connection(conn, ip, listener_name, security)
+                continue
+            task = loop.create_task(self._start_connection(conn, ip, listener_name, security))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
 
-            def protocol(ip: str = ip, made: list[KafkaConnection] = made) -> KafkaConnection:
-                made.append(self._new_connection(listener_name, ip))
-                return made[0]
+    async def _start_connection(
+        self,
+        conn: socket.socket,
+        ip: str,
+        listener_name: str | None,
+        security: ListenerSecurity,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        made: list[KafkaConnection] = []
 
-            try:
+        def protocol() -> KafkaConnection:
+            made.append(self._new_connection(listener_name, ip, security))
+            return made[0]
+
+        try:
+            if security.tls is None:
                 await loop.connect_accepted_socket(protocol, conn)
-            except OSError as exc:
+            else:
+                await loop.connect_accepted_socket(
+                    protocol,
+                    conn,
+                    ssl=security.tls,
+                    ssl_handshake_timeout=TLS_HANDSHAKE_SECONDS,
+                )
+        except (OSError, TimeoutError, ConnectionError) as exc:
+            if isinstance(exc, ssl.SSLError | TimeoutError):
+                self._burst_log.log(
+                    f"auth:{ip}:tls",
+                    "Failed authentication with /%s (SSL handshake failed: %s)",
+                    ip,
+                    exc,
+                )
+            else:
                 log.debug("connection from %s lost before it started: %s", ip, exc)
-                if not made:
-                    quotas.close(listener, ip)
-                    conn.close()
+            if made and made[0].started:
+                return  # its connection_lost did the accounting
+            if made:
+                # The TLS layer made the protocol but never connected it.
+                self._connections.discard(made[0])
+            self.quotas.close(listener_name or "", ip)
+            self._slot_freed.set()
+            conn.close()
 
     async def _sweep(self) -> None:
         while True:
@@ -232,7 +298,11 @@ class KafkaServer:
         return sum(len(peers) for peers in reasons.values())
 
     async def close(self, grace_seconds: float = 5.0) -> None:
-        tasks = [*self._acceptors, *([self._sweeper] if self._sweeper is not None else [])]
+        tasks = [
+            *self._acceptors,
+            *self._handshakes,
+            *([self._sweeper] if self._sweeper is not None else []),
+        ]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

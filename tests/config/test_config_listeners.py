@@ -62,8 +62,11 @@ def test_custom_listener_names_through_the_protocol_map() -> None:
 @pytest.mark.parametrize(
     ("props", "message"),
     [
-        ({"listeners": "SSL://:9093"}, "SSL and SASL are not supported yet"),
-        ({"listeners": "SASL_PLAINTEXT://:9093"}, "SSL and SASL are not supported yet"),
+        (
+            {"listeners": "X://:9093", "listener.security.protocol.map": "X:KERBEROS"},
+            "unknown security protocol KERBEROS",
+        ),
+        ({"listener.name.plaintext.ssl.nonsense": "1"}, "Unknown configuration property"),
         ({"listeners": "localhost:9092"}, "NAME://host:port"),
         ({"listeners": "PLAINTEXT://host:99999"}, "bad port"),
         ({"listeners": "OTHER://:9092"}, "listener.security.protocol.map"),
@@ -82,3 +85,23 @@ def test_custom_listener_names_through_the_protocol_map() -> None:
 def test_bad_listener_settings(props: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         BrokerConfig.from_properties(props)
+
+
+def test_security_settings_per_listener() -> None:
+    config = BrokerConfig.from_properties(
+        {
+            "listeners": "SASL_SSL://:9093,SSL://:9094",
+            "ssl.keystore.location": "/default.pem",
+            "listener.name.ssl.ssl.keystore.location": "/ssl.pem",
+            "sasl.jaas.config": "default",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": "plain-on-sasl-ssl",
+            "listener.name.sasl_ssl.connections.max.reauth.ms": "60000",
+        }
+    )
+    assert config.security_protocol("SASL_SSL") == "SASL_SSL"
+    assert config.listener_value("SSL", "ssl.keystore.location") == "/ssl.pem"
+    assert config.listener_value("SASL_SSL", "ssl.keystore.location") == "/default.pem"
+    assert config.jaas_config("SASL_SSL", "PLAIN") == "plain-on-sasl-ssl"
+    assert config.jaas_config("SASL_SSL", "SCRAM-SHA-256") == "default"
+    assert config.listener_value("SASL_SSL", "connections.max.reauth.ms") == 60000
+    assert config.listener_value("SSL", "connections.max.reauth.ms") == 0

@@ -89,10 +89,22 @@ async def test_unknown_api_key_closes(broker: Broker, client: RawClient) -> None
 
 
 async def test_unimplemented_api_closes(broker: Broker, client: RawClient) -> None:
-    header = struct.pack(">hhi", ApiKey.SASL_HANDSHAKE, 0, 1) + struct.pack(">h", -1)
-    body = struct.pack(">h", 5) + b"PLAIN"
-    client.writer.write(struct.pack(">i", len(header) + len(body)) + header + body)
+    assert ApiKey.CREATE_DELEGATION_TOKEN not in HANDLERS
+    header = RequestHeader(
+        request_api_key=ApiKey.CREATE_DELEGATION_TOKEN, request_api_version=1, correlation_id=1
+    )
+    body = REQUEST_CLASSES[ApiKey.CREATE_DELEGATION_TOKEN]().encode(1)
+    payload = header.encode(1) + body
+    client.writer.write(struct.pack(">i", len(payload)) + payload)
     assert await client.closed_by_peer()
+    await assert_serving(broker)
+
+
+async def test_sasl_handshake_on_a_plaintext_listener(broker: Broker, client: RawClient) -> None:
+    """Kafka answers ILLEGAL_SASL_STATE where SASL is not enabled (and keeps serving)."""
+    body = REQUEST_CLASSES[ApiKey.SASL_HANDSHAKE](mechanism="PLAIN")
+    response = await client.call(ApiKey.SASL_HANDSHAKE, 1, body)
+    assert response.error_code == ErrorCode.ILLEGAL_SASL_STATE  # type: ignore[attr-defined]
     await assert_serving(broker)
 
 

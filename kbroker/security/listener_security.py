@@ -1,0 +1,153 @@
+"""What one listener asks of its clients, built from the broker's properties.
+
+A listener's security protocol (``listener.security.protocol.map``) decides the layers:
+TLS for SSL and SASL_SSL (kbroker.security.tls, with the listener's
+``listener.name.<l>.ssl.*`` overrides), SASL for SASL_PLAINTEXT and SASL_SSL. The result is
+what the connection shell needs and nothing else: an ``ssl.SSLContext`` or None, a factory
+of SASL sessions or None, and how a client certificate becomes a principal. Bad settings
+fail here, when the broker starts, with the property's name in the message.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from kbroker.config import BrokerConfig
+from kbroker.config_defs import BROKER_DEFS
+from kbroker.security.plain import PlainError, PlainExchange, plain_users
+from kbroker.security.principal_rules import dn_of_subject, map_principal, parse_rules
+from kbroker.security.sasl_session import Exchange, SaslSession
+from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from kbroker.security.scram import ScramCredential, ScramError, ScramServer
+from kbroker.security.tls import server_context
+
+ANONYMOUS = "User:ANONYMOUS"
+PLAIN = "PLAIN"
+SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+# A user's SCRAM credential for a mechanism, or None (looked up at authentication time, so
+# a credential added through AlterUserScramCredentials works at once).
+CredentialLookup = Callable[[str, str], ScramCredential | None]
+
+
+class SecuritySetupError(ValueError):
+    """A listener's security settings cannot be honoured (the broker does not start)."""
+
+
+@dataclass(frozen=True)
+class SaslSettings:
+    """The SASL side of a listener: its mechanisms and limits."""
+
+    mechanisms: Mapping[str, Callable[[], Exchange]]
+    max_receive_size: int
+    # connections.max.reauth.ms (KIP-368): 0 means sessions do not expire.
+    reauth_ms: int
+    # connection.failed.authentication.delay.ms: a failed client waits this long for its
+    # answer, so password guessing is slow.
+    failure_delay_ms: int
+
+    def new_session(self) -> SaslSession:
+        return SaslSession(dict(self.mechanisms), (PlainError, ScramError), self.max_receive_size)
+
+
+@dataclass(frozen=True)
+class ListenerSecurity:
+    protocol: str
+    tls: ssl.SSLContext | None = None
+    sasl: SaslSettings | None = None
+    principal_of_dn: Callable[[str], str] | None = None
+
+    def tls_principal(self, peer_certificate: Mapping[str, object] | None) -> str:
+        """The principal of an SSL listener's client: its certificate's DN mapped through
+        ssl.principal.mapping.rules (``User:<name>``), or ANONYMOUS without a certificate."""
+        if not peer_certificate or self.principal_of_dn is None:
+            return ANONYMOUS
+        subject = peer_certificate.get("subject", ())
+        return "User:" + self.principal_of_dn(dn_of_subject(subject))  # type: ignore[arg-type]
+
+
+PLAINTEXT_LISTENER = ListenerSecurity("PLAINTEXT")
+
+
+def _ssl_props(config: BrokerConfig, listener: str) -> dict[str, str]:
+    """The listener's effective ssl.* settings, as kbroker.security.tls reads them."""
+    props: dict[str, str] = {}
+    for name in BROKER_DEFS:
+        if not name.startswith("ssl."):
+            continue
+        value = config.listener_value(listener, name)
+        if value is None:
+            continue
+        props[name] = ",".join(value) if isinstance(value, list) else str(value)
+    return props
+
+
+def _tls_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
+    props = _ssl_props(config, listener)
+    try:
+        return server_context(props)
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        raise SecuritySetupError(f"listener {listener}: TLS settings: {exc}") from exc
+
+
+def _sasl_settings(
+    config: BrokerConfig, listener: str, credentials: CredentialLookup
+) -> SaslSettings:
+    enabled = [
+        m.strip().upper() for m in config.listener_value(listener, "sasl.enabled.mechanisms")
+    ]
+    unsupported = [m for m in enabled if m not in SUPPORTED_MECHANISMS]
+    if unsupported or not enabled:
+        raise SecuritySetupError(
+            f"listener {listener}: sasl.enabled.mechanisms={','.join(enabled)}: "
+            f"{', '.join(unsupported) or 'nothing'} is not supported (kbroker supports "
+            f"{', '.join(SUPPORTED_MECHANISMS)})"
+        )
+    mechanisms: dict[str, Callable[[], Exchange]] = {}
+    for mechanism in enabled:
+        if mechanism == PLAIN:
+            jaas = config.jaas_config(listener, PLAIN)
+            if jaas is None:
+                raise SecuritySetupError(
+                    f"listener {listener}: PLAIN needs its users in "
+                    f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
+                )
+            try:
+                users = plain_users(jaas)
+            except ValueError as exc:
+                raise SecuritySetupError(f"listener {listener}: {exc}") from exc
+            mechanisms[PLAIN] = lambda users=users: PlainExchange(users)
+        else:
+            mechanisms[mechanism] = lambda m=mechanism: ScramServer(
+                m, lambda user, m=m: credentials(user, m)
+            )
+    return SaslSettings(
+        mechanisms=mechanisms,
+        max_receive_size=config.listener_value(listener, "sasl.server.max.receive.size"),
+        reauth_ms=config.listener_value(listener, "connections.max.reauth.ms"),
+        failure_delay_ms=config.get("connection.failed.authentication.delay.ms"),
+    )
+
+
+def listener_security(
+    config: BrokerConfig, listener: str, credentials: CredentialLookup
+) -> ListenerSecurity:
+    """The security of one listener of ``config`` (SecuritySetupError when unusable)."""
+    protocol = config.security_protocol(listener)
+    if protocol == "PLAINTEXT":
+        return PLAINTEXT_LISTENER
+    tls = _tls_context(config, listener) if protocol in ("SSL", "SASL_SSL") else None
+    sasl = (
+        _sasl_settings(config, listener, credentials)
+        if protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        else None
+    )
+    principal_of_dn = None
+    if protocol == "SSL":
+        try:
+            rules = parse_rules(config.listener_value(listener, "ssl.principal.mapping.rules"))
+        except ValueError as exc:
+            raise SecuritySetupError(f"listener {listener}: {exc}") from exc
+        principal_of_dn = lambda dn: map_principal(rules, dn)  # noqa: E731
+    return ListenerSecurity(protocol, tls, sasl, principal_of_dn)

@@ -1,0 +1,244 @@
+"""Every stock client through every secured listener of a real broker process: SASL_SSL with
+SCRAM-SHA-512, SASL_PLAINTEXT with PLAIN, mutual TLS. Each produces, consumes in a group
+and uses its admin API; SCRAM users are created with AlterUserScramCredentials first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import ssl
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from compat_tests.java_programs import JavaPrograms
+from compat_tests.support import require
+from tests.security.secure_broker import MODES, PASSWORDS, SecureBroker, start_secure_broker
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+COUNT = 20
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
+    broker = start_secure_broker(tmp_path_factory.mktemp("secure"))
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.process.bootstrap})
+        upserts = [
+            UserScramCredentialUpsertion(
+                user, ScramCredentialInfo(mechanism, 4096), password.encode()
+            )
+            for user, password in PASSWORDS.items()
+            for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+        ]
+        for future in admin.alter_user_scram_credentials(upserts).values():
+            future.result()
+        yield broker
+    finally:
+        broker.process.stop()
+
+
+def _topic(mode: str, client: str) -> str:
+    return f"sec-{client}-{mode}-{uuid.uuid4().hex[:6]}"
+
+
+def _values() -> list[bytes]:
+    return [f"v{i}".encode() for i in range(COUNT)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_confluent_kafka(secure: SecureBroker, mode: str) -> None:
+    settings = secure.client_settings(mode)
+    topic = _topic(mode, "confluent")
+    admin = AdminClient(settings)
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    assert topic in admin.list_topics(timeout=10).topics
+    producer = Producer(settings)
+    for value in _values():
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**settings, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < COUNT and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            got.append(message.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert sorted(got) == sorted(_values())
+
+
+def _kafka_python_settings(secure: SecureBroker, mode: str) -> dict[str, object]:
+    rd = secure.client_settings(mode)
+    out: dict[str, object] = {
+        "bootstrap_servers": rd["bootstrap.servers"],
+        "security_protocol": rd["security.protocol"],
+    }
+    if "sasl.mechanism" in rd:
+        out["sasl_mechanism"] = rd["sasl.mechanism"]
+        out["sasl_plain_username"] = rd["sasl.username"]
+        out["sasl_plain_password"] = rd["sasl.password"]
+    if "ssl.ca.location" in rd:
+        out["ssl_cafile"] = rd["ssl.ca.location"]
+    if mode == "mtls":
+        out["ssl_certfile"] = rd["ssl.certificate.location"]
+        out["ssl_keyfile"] = rd["ssl.key.location"]
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_kafka_python(secure: SecureBroker, mode: str) -> None:
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka.admin import NewTopic as KafkaNewTopic
+
+    settings = _kafka_python_settings(secure, mode)
+    topic = _topic(mode, "kafkapython")
+    admin = KafkaAdminClient(**settings)
+    admin.create_topics([KafkaNewTopic(topic, 2, 1)])
+    assert topic in admin.list_topics()
+    admin.close()
+    producer = KafkaProducer(acks="all", **settings)
+    for value in _values():
+        producer.send(topic, value)
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic,
+        group_id=f"g-{topic}",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=20000,
+        **settings,
+    )
+    got = []
+    for record in consumer:
+        got.append(record.value)
+        if len(got) == COUNT:
+            break
+    consumer.commit()
+    consumer.close()
+    assert sorted(got) == sorted(_values())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_aiokafka(secure: SecureBroker, mode: str) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin import NewTopic as AioNewTopic
+
+    rd = secure.client_settings(mode)
+    settings: dict[str, object] = {
+        "bootstrap_servers": rd["bootstrap.servers"],
+        "security_protocol": rd["security.protocol"],
+    }
+    if "sasl.mechanism" in rd:
+        settings["sasl_mechanism"] = rd["sasl.mechanism"]
+        settings["sasl_plain_username"] = rd["sasl.username"]
+        settings["sasl_plain_password"] = rd["sasl.password"]
+    if "ssl.ca.location" in rd:
+        context = ssl.create_default_context(cafile=rd["ssl.ca.location"])
+        if mode == "mtls":
+            context.load_cert_chain(rd["ssl.certificate.location"], rd["ssl.key.location"])
+        settings["ssl_context"] = context
+    topic = _topic(mode, "aiokafka")
+
+    async def run() -> list[bytes]:
+        admin = AIOKafkaAdminClient(**settings)
+        await admin.start()
+        try:
+            await admin.create_topics([AioNewTopic(topic, 2, 1)])
+            assert topic in await admin.list_topics()
+        finally:
+            await admin.close()
+        producer = AIOKafkaProducer(acks="all", **settings)
+        await producer.start()
+        try:
+            for value in _values():
+                await producer.send_and_wait(topic, value)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            topic, group_id=f"g-{topic}", auto_offset_reset="earliest", **settings
+        )
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(30):
+                while len(got) < COUNT:
+                    batch = await consumer.getmany(timeout_ms=500)
+                    got += [r.value for records in batch.values() for r in records]
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return got
+
+    assert sorted(asyncio.run(run())) == sorted(_values())
+
+
+@pytest.fixture(scope="module")
+def kcat() -> str:
+    path = shutil.which("kcat")
+    require(path is not None, "kcat is not installed (apt-get install kcat)")
+    assert path is not None
+    return path
+
+
+def _run_kcat(kcat: str, settings: dict[str, str], *args: str, stdin: bytes = b"") -> str:
+    command = [kcat, *(x for k, v in settings.items() for x in ("-X", f"{k}={v}")), *args]
+    proc = subprocess.run(command, input=stdin, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    return proc.stdout.decode()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_kcat(secure: SecureBroker, kcat: str, mode: str) -> None:
+    settings = secure.client_settings(mode)
+    topic = _topic(mode, "kcat")
+    admin = AdminClient(settings)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    assert topic in _run_kcat(kcat, settings, "-L", "-t", topic)
+    _run_kcat(kcat, settings, "-P", "-t", topic, stdin=b"\n".join(_values()) + b"\n")
+    out = _run_kcat(kcat, settings, "-C", "-t", topic, "-o", "beginning", "-e", "-q")
+    assert sorted(out.split()) == sorted(v.decode() for v in _values())
+    # kcat's balanced consumer: a group, through the same listener.
+    grouped = _run_kcat(
+        kcat,
+        {**settings, "auto.offset.reset": "earliest"},
+        "-G",
+        f"g-{topic}",
+        topic,
+        "-e",
+        "-q",
+        "-c",
+        str(COUNT),
+    )
+    assert sorted(grouped.split()) == sorted(v.decode() for v in _values())
+
+
+@pytest.fixture(scope="module")
+def java(tmp_path_factory: pytest.TempPathFactory) -> JavaPrograms:
+    return JavaPrograms.compile(tmp_path_factory.mktemp("jvm"))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_java_client(secure: SecureBroker, java: JavaPrograms, tmp_path: Path, mode: str) -> None:
+    props = tmp_path / "client.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in secure.java_settings(mode).items()))
+    topic = _topic(mode, "java")
+    run = java.run("SecurityScenario", str(props), topic, f"g-{topic}")
+    assert run.returncode == 0, run.report()
+    assert run.passed == ["admin", "produce", "consume"]
