@@ -73,7 +73,7 @@ class ChannelAuthenticator:
                 None,
                 close=True,
                 delay_seconds=self._settings.failure_delay_ms / 1000,
-                reason=result.message or result.error.name,
+                reason=self._failure(result.message or result.error.name),
             )
         self._authenticated(now)
         return Outcome(result.reply)
@@ -100,7 +100,7 @@ class ChannelAuthenticator:
                     delay_seconds=self._settings.failure_delay_ms / 1000
                     if result.error == ErrorCode.SASL_AUTHENTICATION_FAILED
                     else 0.0,
-                    reason=message,
+                    reason=self._failure(message),
                 )
             lifetime_ms = 0
             if session.authenticated:
@@ -124,6 +124,9 @@ class ChannelAuthenticator:
                 reason="SASL session expired (connections.max.reauth.ms) without re-authentication",
             )
         return None
+
+    def _failure(self, message: str) -> str:
+        return f"{message} with SASL mechanism {self._session.mechanism}"
 
     def _authenticated(self, now: float) -> int:
         """The session starts (again); returns its lifetime in ms (0: no expiry)."""

@@ -262,7 +262,7 @@ class KafkaServer:
         except (OSError, TimeoutError, ConnectionError) as exc:
             if isinstance(exc, ssl.SSLError | TimeoutError):
                 self._burst_log.log(
-                    f"auth:{ip}:tls",
+                    f"auth:{ip}:tls:{getattr(exc, 'reason', type(exc).__name__)}",
                     "Failed authentication with /%s (SSL handshake failed: %s)",
                     ip,
                     exc,

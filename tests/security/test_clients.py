@@ -11,44 +11,18 @@ import ssl
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import (
-    AdminClient,
-    NewTopic,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
-)
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.java_programs import JavaPrograms
 from compat_tests.support import require
-from tests.security.secure_broker import MODES, PASSWORDS, SecureBroker, start_secure_broker
+from tests.security.secure_broker import MODES, SecureBroker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 COUNT = 20
-
-
-@pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
-    broker = start_secure_broker(tmp_path_factory.mktemp("secure"))
-    try:
-        admin = AdminClient({"bootstrap.servers": broker.process.bootstrap})
-        upserts = [
-            UserScramCredentialUpsertion(
-                user, ScramCredentialInfo(mechanism, 4096), password.encode()
-            )
-            for user, password in PASSWORDS.items()
-            for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
-        ]
-        for future in admin.alter_user_scram_credentials(upserts).values():
-            future.result()
-        yield broker
-    finally:
-        broker.process.stop()
 
 
 def _topic(mode: str, client: str) -> str:
