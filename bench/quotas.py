@@ -33,9 +33,9 @@ VALUE = b"q" * 1000
 def set_quotas(bootstrap: str) -> None:
     import asyncio
 
+    from kbroker.cli.ops.admin import parse_bootstrap
+    from kbroker.cli.ops.quotas import alter_quotas  # the same code as `kbroker quotas alter`
     from kbroker.client import KafkaClient
-    from kbroker.ops.admin import parse_bootstrap
-    from kbroker.ops.quotas import alter_quotas  # the same code as `kbroker quotas alter`
 
     async def main() -> None:
         async with KafkaClient(parse_bootstrap(bootstrap), timeout=30) as client:

@@ -362,9 +362,9 @@ def _alter_client_quota(bootstrap: str, client_id: str, **quotas: float) -> None
     """AlterClientQuotas through kbroker's own admin code (confluent-kafka has no API)."""
     import asyncio
 
+    from kbroker.cli.ops.admin import parse_bootstrap
+    from kbroker.cli.ops.quotas import alter_quotas
     from kbroker.client import KafkaClient
-    from kbroker.ops.admin import parse_bootstrap
-    from kbroker.ops.quotas import alter_quotas
 
     async def alter() -> None:
         async with KafkaClient(parse_bootstrap(bootstrap), timeout=30) as client:

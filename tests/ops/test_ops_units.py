@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kbroker.cli.ops.admin import OpsError, parse_bootstrap, user_records
+from kbroker.cli.ops.console import ConsumerOptions, ProducerOptions, format_record, parse_line
+from kbroker.cli.ops.group_member import range_assign
+from kbroker.cli.ops.output import Progress, table
 from kbroker.client_core.partitioner import murmur2, partition_for_key
 from kbroker.logfmt import KeyValueFormatter, fields, format_value
-from kbroker.ops.admin import OpsError, parse_bootstrap, user_records
-from kbroker.ops.console import ConsumerOptions, ProducerOptions, format_record, parse_line
-from kbroker.ops.group_member import range_assign
-from kbroker.ops.output import Progress, table
 from wire.records.record import Record, build_batch
 
 # Values Kafka's own MurmurHash2 gives for these strings (its partitioner's unit tests).

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kbroker.cli.ops.output import EXIT_OK, add_common_options, emit_json, run_command, table
+from kbroker.cli.ops.quotas import alter_quotas, describe_quotas
 from kbroker.client import KafkaClient
-from kbroker.ops.output import EXIT_OK, add_common_options, emit_json, run_command, table
-from kbroker.ops.quotas import alter_quotas, describe_quotas
 
 
 def _entity(args: argparse.Namespace) -> list[tuple[str, str | None]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from kbroker.cli.ops.admin import OpsError, _check, _controller
 from kbroker.client import KafkaClient
-from kbroker.ops.admin import OpsError, _check, _controller
 from wire.api_keys import ApiKey
 from wire.messages.alter_client_quotas_request import (
     AlterClientQuotasRequest,

@@ -12,9 +12,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from kbroker.client import KafkaClient
-from kbroker.ops.output import EXIT_OK, add_common_options, emit_json, ids, run_command, table
-from kbroker.ops.transactions import (
+from kbroker.cli.ops.output import EXIT_OK, add_common_options, emit_json, ids, run_command, table
+from kbroker.cli.ops.transactions import (
     OpenTransaction,
     describe_transaction,
     hanging,
@@ -22,6 +21,7 @@ from kbroker.ops.transactions import (
     max_transaction_timeout_ms,
     open_transactions,
 )
+from kbroker.client import KafkaClient
 
 
 def timestamp(ms: int) -> str:

@@ -10,8 +10,8 @@ import asyncio
 from collections import defaultdict
 from dataclasses import dataclass
 
+from kbroker.cli.ops.admin import OpsError, _check
 from kbroker.client import BrokerConnection, KafkaClient
-from kbroker.ops.admin import OpsError, _check
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource

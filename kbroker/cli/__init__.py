@@ -5,7 +5,9 @@ foreground. Configuration precedence: the properties file, then ``KBROKER_<NAME>
 variables, then ``--override`` flags (see kbroker.config). A configuration error is reported on
 stderr, naming the property, with exit status 2.
 
-Further subcommands (``topics``, ``groups``, ...) are added to ``build_parser``.
+The other subcommands are clients of a running cluster, one module each in this package
+(``topics``, ``console``, ``cluster``, ``groups``, ``quotas``, ``transactions``), over the
+protocol operations of ``kbroker.cli.ops``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from kbroker import cli_groups, cli_ops, cli_quotas, cli_transactions, logfmt
+from kbroker import logfmt
+from kbroker.cli import cluster, console, groups, quotas, topics, transactions
 from kbroker.config import BrokerConfig, ConfigError, resolve_properties
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -44,10 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="logging threshold (default INFO)",
     )
     start.set_defaults(func=_start)
-    cli_ops.register(sub)
-    cli_groups.register(sub)
-    cli_quotas.register(sub)
-    cli_transactions.register(sub)
+    for commands in (topics, console, cluster, groups, quotas, transactions):
+        commands.register(sub)
     return parser
 
 

@@ -16,6 +16,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 
+from kbroker.cli.ops.admin import OpsError
 from kbroker.client import BrokerConnection, KafkaClient
 from kbroker.group.consumer_protocol import (
     PROTOCOL_TYPE,
@@ -24,7 +25,6 @@ from kbroker.group.consumer_protocol import (
     encode_subscription,
     subscribed_topics,
 )
-from kbroker.ops.admin import OpsError
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
 from wire.messages.heartbeat_request import HeartbeatRequest

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kbroker.cli.ops.admin import OpsError
+from kbroker.cli.ops.output import EXIT_OK, add_common_options, emit_json, run_command, table
 from kbroker.client import EARLIEST, LATEST, KafkaClient, TopicPartition
 from kbroker.group.consumer_protocol import PROTOCOL_TYPE, assigned_partitions
-from kbroker.ops.admin import OpsError
-from kbroker.ops.output import EXIT_OK, add_common_options, emit_json, run_command, table
 from wire.errors import DecodeError, ErrorCode
 
 # States in which a group has members, so offsets cannot be changed from outside.

@@ -22,10 +22,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TextIO
 
+from kbroker.cli.ops.admin import OpsError, describe_kafka_error, parse_bootstrap
 from kbroker.client import KafkaClient
 from kbroker.client_core.security import SecurityConfigError, security_config
 from kbroker.config import ConfigError, load_properties
-from kbroker.ops.admin import OpsError, describe_kafka_error, parse_bootstrap
 from wire.errors import KafkaError
 
 EXIT_OK = 0
@@ -135,3 +135,11 @@ def run_command(command: Command) -> Callable[[argparse.Namespace], int]:
         return EXIT_FAILED
 
     return run
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """argparse type of KEY=VALUE options."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value

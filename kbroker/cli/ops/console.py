@@ -13,7 +13,7 @@ Consumer output, one line per record: ``[offset=N ][HEADERS<TAB>][KEY<SEP>]VALUE
 mode, or one JSON object per line (topic, partition, offset, timestamp, key, value, headers).
 Keys, values and headers are decoded as UTF-8 (invalid bytes replaced); a null prints as
 ``null``. With a group, the consumer starts at the group's committed offsets and commits
-where it stopped, as a member of the group (kbroker/ops/group_member.py): consumers
+where it stopped, as a member of the group (kbroker/cli/ops/group_member.py): consumers
 started with the same group share the topic's partitions.
 """
 
@@ -29,11 +29,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from kbroker.cli.ops.admin import OpsError, fetch, leaders, produce
+from kbroker.cli.ops.group_member import HEARTBEAT_INTERVAL, GroupMember
+from kbroker.cli.ops.output import Progress
 from kbroker.client import EARLIEST, LATEST, KafkaClient
 from kbroker.client_core.partitioner import partition_for_key
-from kbroker.ops.admin import OpsError, fetch, leaders, produce
-from kbroker.ops.group_member import HEARTBEAT_INTERVAL, GroupMember
-from kbroker.ops.output import Progress
 from wire.records.record import Record
 
 Headers = list[tuple[str, bytes | None]]
