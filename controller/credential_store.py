@@ -10,8 +10,11 @@ notification naming ``users/<user>``. The embedded backend keeps
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterable, Mapping
+from typing import Any
 
+from controller import zk_paths
 from kbroker.security.scram import (
     MECHANISMS,
     ScramCredential,
@@ -73,3 +76,32 @@ def to_json(table: CredentialTable) -> dict[str, dict[str, str]]:
 
 def from_json(data: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, ScramCredential]]:
     return {user: credentials_of_config(creds) for user, creds in data.items()}
+
+
+def user_path(user: str) -> str:
+    """The user's config znode; the name URL-encoded as Kafka's Sanitizer does."""
+    return f"/config/users/{urllib.parse.quote(user, safe='').replace('~', '%7E')}"
+
+
+def write_to_zookeeper(zk: Any, changes: Iterable[ScramChange]) -> None:
+    """Apply ``changes`` to the users' znodes through a connected KazooClient (the ZooKeeper
+    backend, and ``kbroker users --zookeeper`` before any broker runs), each followed by the
+    change notification Kafka's brokers watch."""
+    changes = list(changes)
+    for user in dict.fromkeys(user for user, _, _ in changes):
+        path = user_path(user)
+        data = zk.get(path)[0] if zk.exists(path) else b""
+        config = zk_paths.decode_config(data)
+        current = {user: credentials_of_config(config)}
+        table = apply_changes(current, [c for c in changes if c[0] == user])
+        encoded = zk_paths.encode_config(with_credentials(config, table.get(user, {})))
+        if zk.exists(path):
+            zk.set(path, encoded)
+        else:
+            zk.create(path, encoded, makepath=True)
+        zk.create(
+            "/config/changes/config_change_",
+            zk_paths.dump_json({"version": 2, "entity_path": path.removeprefix("/config/")}),
+            sequence=True,
+            makepath=True,
+        )

@@ -1030,15 +1030,7 @@ class ZkMetadata(TopicCache):
         await self._refresh_after_write()
 
     def _write_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
-        for user in dict.fromkeys(user for user, _, _ in changes):
-            path = f"{quota_store.USERS}/{quota_store.sanitize(user)}"
-            config = self._config_node(path)
-            current = {user: credential_store.credentials_of_config(config)}
-            table = credential_store.apply_changes(current, [c for c in changes if c[0] == user])
-            self._set_config_node(
-                path, credential_store.with_credentials(config, table.get(user, {}))
-            )
-            self._notify_config_change(f"users/{quota_store.sanitize(user)}")
+        credential_store.write_to_zookeeper(self._zk, changes)
 
 
 # Offsets stored by ZooKeeper-based consumers: /consumers/<group>/offsets/<topic>/<partition>.

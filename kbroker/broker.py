@@ -47,6 +47,7 @@ from kbroker.quotas import CONNECTION_CREATION_RATE, IP, QuotaManager
 from kbroker.security.listener_security import (
     ListenerSecurity,
     SecuritySetupError,
+    inter_broker_security,
     listener_security,
 )
 from kbroker.security.scram import ScramCredential
@@ -132,6 +133,11 @@ class Broker:
         else:
             self.metadata = EmbeddedMetadata(config)
         self.logs = LogManager(list(config.log_dirs), clock=clock)
+        # How this broker reaches the others (a bad setting stops the broker here).
+        try:
+            self.inter_broker_security = inter_broker_security(config)
+        except SecuritySetupError as exc:
+            raise ConfigError(str(exc)) from exc
         self.fetch_purgatory = Purgatory()
         self.replica_manager = ReplicaManager(
             config.broker_id,
@@ -139,7 +145,7 @@ class Broker:
             self._partition_changed,
             lag_max_ms=config.get("replica.lag.time.max.ms"),
             checkpoint_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
-            fetch_settings=make_settings(config.get),
+            fetch_settings=make_settings(config.get, self.inter_broker_security),
             address_of=self._address_of,
             isr_writer=self.zk,
             clock=clock,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kbroker.client import BrokerConnection
+from kbroker.client_core.security import PLAINTEXT, SecurityConfig
 from kbroker.partition import Partition
 from replication.epochs import truncation_offset
 from wire.api_keys import ApiKey
@@ -58,6 +59,8 @@ class FetchSettings:
     partition_max_bytes: int
     backoff_s: float
     socket_timeout_s: float
+    # How to reach the leaders: the inter-broker listener's protocol and credentials.
+    security: SecurityConfig = PLAINTEXT
 
 
 class FollowerHost(Protocol):
@@ -132,7 +135,10 @@ class LeaderFetcher:
         if address is None:
             return None
         self._connection = await BrokerConnection.open(
-            address, f"kbroker-replica-{self._host.broker_id}", self._settings.socket_timeout_s
+            address,
+            f"kbroker-replica-{self._host.broker_id}",
+            self._settings.socket_timeout_s,
+            security=self._settings.security,
         )
         return self._connection
 
@@ -295,7 +301,9 @@ class LeaderFetcher:
             self._needs_truncation.add(key)
 
 
-def make_settings(get: Callable[[str], object]) -> FetchSettings:
+def make_settings(
+    get: Callable[[str], object], security: SecurityConfig = PLAINTEXT
+) -> FetchSettings:
     """Fetch settings from the broker's replica.* properties."""
 
     def num(name: str) -> int:
@@ -310,4 +318,5 @@ def make_settings(get: Callable[[str], object]) -> FetchSettings:
         partition_max_bytes=num("replica.fetch.max.bytes"),
         backoff_s=num("replica.fetch.backoff.ms") / 1000,
         socket_timeout_s=num("replica.socket.timeout.ms") / 1000,
+        security=security,
     )

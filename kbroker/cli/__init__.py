@@ -6,7 +6,8 @@ variables, then ``--override`` flags (see kbroker.config). A configuration error
 stderr, naming the property, with exit status 2.
 
 The other subcommands are clients of a running cluster, one module each in this package
-(``topics``, ``console``, ``cluster``, ``groups``, ``quotas``, ``transactions``), over the
+(``topics``, ``console``, ``cluster``, ``groups``, ``quotas``, ``transactions``,
+``users``), over the
 protocol operations of ``kbroker.cli.ops``.
 """
 
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from kbroker import logfmt
-from kbroker.cli import cluster, console, groups, quotas, topics, transactions
+from kbroker.cli import cluster, console, groups, quotas, topics, transactions, users
 from kbroker.config import BrokerConfig, ConfigError, resolve_properties
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="logging threshold (default INFO)",
     )
     start.set_defaults(func=_start)
-    for commands in (topics, console, cluster, groups, quotas, transactions):
+    for commands in (topics, console, cluster, groups, quotas, transactions, users):
         commands.register(sub)
     return parser
 

@@ -14,6 +14,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from kbroker.client_core.security import SecurityConfig, SecurityConfigError, security_config
 from kbroker.config import BrokerConfig
 from kbroker.config_defs import BROKER_DEFS
 from kbroker.security.plain import PlainError, PlainExchange, plain_users
@@ -21,7 +22,7 @@ from kbroker.security.principal_rules import dn_of_subject, map_principal, parse
 from kbroker.security.sasl_session import Exchange, SaslSession
 from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kbroker.security.scram import ScramCredential, ScramError, ScramServer
-from kbroker.security.tls import server_context
+from kbroker.security.tls import pkcs12_certificates, server_context
 
 ANONYMOUS = "User:ANONYMOUS"
 PLAIN = "PLAIN"
@@ -151,3 +152,48 @@ def listener_security(
             raise SecuritySetupError(f"listener {listener}: {exc}") from exc
         principal_of_dn = lambda dn: map_principal(rules, dn)  # noqa: E731
     return ListenerSecurity(protocol, tls, sasl, principal_of_dn)
+
+
+def inter_broker_security(config: BrokerConfig) -> SecurityConfig:
+    """How this broker connects to the others (follower fetchers, transaction markers):
+    through inter.broker.listener.name, with sasl.mechanism.inter.broker.protocol and the
+    username/password options of that listener's JAAS configuration for the mechanism, the
+    listener's trust store, and its key store as the client certificate (PEM only here)."""
+    listener = config.inter_broker_listener_name
+    protocol = config.security_protocol(listener)
+    props: dict[str, str] = {"security.protocol": protocol}
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        mechanism = str(config.get("sasl.mechanism.inter.broker.protocol")).upper()
+        props["sasl.mechanism"] = mechanism
+        jaas = config.jaas_config(listener, mechanism)
+        if jaas is None:
+            raise SecuritySetupError(
+                f"inter-broker listener {listener}: {mechanism} needs username and password in "
+                f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+            )
+        props["sasl.jaas.config"] = jaas
+    if protocol in ("SSL", "SASL_SSL"):
+        ssl_props = _ssl_props(config, listener)
+        props["ssl.endpoint.identification.algorithm"] = ssl_props.get(
+            "ssl.endpoint.identification.algorithm", "https"
+        )
+        if ssl_props.get("ssl.truststore.type", "PEM").upper() == "PKCS12":
+            props["ssl.truststore.certificates"] = pkcs12_certificates(
+                ssl_props["ssl.truststore.location"], ssl_props.get("ssl.truststore.password")
+            )
+            props["ssl.truststore.type"] = "PEM"
+        for name in ("ssl.truststore.location", "ssl.truststore.certificates"):
+            if name in ssl_props and "ssl.truststore.certificates" not in props:
+                props[name] = ssl_props[name]
+        if ssl_props.get("ssl.keystore.type", "PEM").upper() == "PEM" and (
+            "ssl.keystore.location" in ssl_props
+        ):
+            props["ssl.keystore.location"] = ssl_props["ssl.keystore.location"]
+            if "ssl.key.password" in ssl_props:
+                props["ssl.key.password"] = ssl_props["ssl.key.password"]
+    try:
+        security = security_config(props)
+        security.mechanism()  # a missing username or password fails here
+    except SecurityConfigError as exc:
+        raise SecuritySetupError(f"inter-broker listener {listener}: {exc}") from exc
+    return security

@@ -64,6 +64,11 @@ def _pkcs12(path: str, password: str | None) -> tuple[str | None, str]:
     return key, chain
 
 
+def pkcs12_certificates(path: str, password: str | None) -> str:
+    """The certificates of a PKCS12 trust store, as PEM text."""
+    return _pkcs12(path, password)[1]
+
+
 def server_context(props: Mapping[str, str]) -> ssl.SSLContext:
     """`props` holds one listener's effective `ssl.*` settings (overrides already applied)."""
     keystore_type = _store_type(props, "keystore")
@@ -97,7 +102,9 @@ def server_context(props: Mapping[str, str]) -> ssl.SSLContext:
         raise ValueError(f"ssl.client.auth={client_auth} (none, requested or required)")
     ctx.verify_mode = _CLIENT_AUTH[client_auth]
     if truststore_type == "PKCS12" and "ssl.truststore.location" in props:
-        _, trusted = _pkcs12(props["ssl.truststore.location"], props.get("ssl.truststore.password"))
+        trusted = pkcs12_certificates(
+            props["ssl.truststore.location"], props.get("ssl.truststore.password")
+        )
         ctx.load_verify_locations(cadata=trusted)
     elif "ssl.truststore.certificates" in props:
         ctx.load_verify_locations(cadata=props["ssl.truststore.certificates"])

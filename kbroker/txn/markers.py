@@ -152,6 +152,7 @@ class MarkerSender:
                         (info.host, info.port),
                         f"kbroker-txn-coordinator-{self._broker.config.broker_id}",
                         REQUEST_TIMEOUT_SECONDS,
+                        security=self._broker.inter_broker_security,
                     )
                     self._connections[broker_id] = connection
                     return connection
