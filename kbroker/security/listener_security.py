@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from kbroker.client_core.security import SecurityConfig, SecurityConfigError, security_config
 from kbroker.config import BrokerConfig
 from kbroker.config_defs import BROKER_DEFS
+from kbroker.security.oauthbearer import MECHANISM as OAUTHBEARER
+from kbroker.security.oauthbearer import OAuthBearerError, OAuthBearerExchange, validator_options
 from kbroker.security.plain import PlainError, PlainExchange, plain_users
 from kbroker.security.principal_rules import dn_of_subject, map_principal, parse_rules
 from kbroker.security.sasl_session import Exchange, SaslSession
@@ -26,7 +28,7 @@ from kbroker.security.tls import pkcs12_certificates, server_context
 
 ANONYMOUS = "User:ANONYMOUS"
 PLAIN = "PLAIN"
-SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
 # A user's SCRAM credential for a mechanism, or None (looked up at authentication time, so
 # a credential added through AlterUserScramCredentials works at once).
 CredentialLookup = Callable[[str, str], ScramCredential | None]
@@ -49,7 +51,11 @@ class SaslSettings:
     failure_delay_ms: int
 
     def new_session(self) -> SaslSession:
-        return SaslSession(dict(self.mechanisms), (PlainError, ScramError), self.max_receive_size)
+        return SaslSession(
+            dict(self.mechanisms),
+            (PlainError, ScramError, OAuthBearerError),
+            self.max_receive_size,
+        )
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,9 @@ def _sasl_settings(
             except ValueError as exc:
                 raise SecuritySetupError(f"listener {listener}: {exc}") from exc
             mechanisms[PLAIN] = lambda users=users: PlainExchange(users)
+        elif mechanism == OAUTHBEARER:
+            options = validator_options(config.jaas_config(listener, OAUTHBEARER))
+            mechanisms[OAUTHBEARER] = lambda options=options: OAuthBearerExchange(options)
         else:
             mechanisms[mechanism] = lambda m=mechanism: ScramServer(
                 m, lambda user, m=m: credentials(user, m)

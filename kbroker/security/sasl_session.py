@@ -68,6 +68,12 @@ class SaslSession:
         return self._state is _State.COMPLETE
 
     @property
+    def credential_lifetime_ms(self) -> int | None:
+        """How much longer the credential just presented is valid (an OAUTHBEARER token),
+        or None when it does not expire."""
+        return getattr(self._exchange, "remaining_ms", None)
+
+    @property
     def failed(self) -> bool:
         return self._state is _State.FAILED
 

@@ -129,7 +129,11 @@ class ChannelAuthenticator:
         return f"{message} with SASL mechanism {self._session.mechanism}"
 
     def _authenticated(self, now: float) -> int:
-        """The session starts (again); returns its lifetime in ms (0: no expiry)."""
-        reauth_ms = self._settings.reauth_ms
-        self._expires_at = now + reauth_ms / 1000 if reauth_ms > 0 else None
-        return reauth_ms
+        """The session starts (again); returns its lifetime in ms (0: no expiry). With
+        connections.max.reauth.ms set, a token's expiry shortens it (KIP-368)."""
+        lifetime_ms = self._settings.reauth_ms
+        credential_ms = self._session.credential_lifetime_ms
+        if lifetime_ms > 0 and credential_ms is not None:
+            lifetime_ms = max(1, min(lifetime_ms, credential_ms))
+        self._expires_at = now + lifetime_ms / 1000 if lifetime_ms > 0 else None
+        return lifetime_ms

@@ -3,8 +3,8 @@
 Listeners (all on 127.0.0.1, each advertising itself):
 
 - PLAINTEXT: readiness probe, inter-broker traffic and setting up SCRAM users;
-- SASL_PLAINTEXT: PLAIN (users alice and bob from the listener's JAAS configuration) and
-  SCRAM-SHA-256;
+- SASL_PLAINTEXT: PLAIN (users alice and bob from the listener's JAAS configuration),
+  SCRAM-SHA-256 and OAUTHBEARER with unsecured JWTs;
 - SASL_SSL: SCRAM-SHA-512 and SCRAM-SHA-256, its certificate from a PKCS12 key store;
 - SSL: mutual TLS (client certificates required), principals mapped from the DN by
   ``ssl.principal.mapping.rules`` (``CN=alice,OU=Test`` becomes ``User:alice``).
@@ -54,6 +54,14 @@ class SecureBroker:
                 "sasl.username": user,
                 "sasl.password": PASSWORDS[user],
             }
+        if mode == "sasl_plaintext_oauthbearer":
+            return {
+                "bootstrap.servers": f"127.0.0.1:{self.ports['SASL_PLAINTEXT']}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "OAUTHBEARER",
+                "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                "sasl.oauthbearer.config": f"principal={user}",
+            }
         assert mode == "mtls"
         return {
             "bootstrap.servers": f"127.0.0.1:{self.ports['SSL']}",
@@ -68,11 +76,17 @@ class SecureBroker:
         rd = self.client_settings(mode, user)
         props = {"bootstrap.servers": rd["bootstrap.servers"]}
         props["security.protocol"] = rd["security.protocol"]
-        if "sasl.mechanism" in rd:
+        if rd.get("sasl.mechanism") == "OAUTHBEARER":
+            props["sasl.mechanism"] = "OAUTHBEARER"
+            props["sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                f'unsecuredLoginStringClaim_sub="{user}";'
+            )
+        elif "sasl.mechanism" in rd:
             module = (
                 "plain.PlainLoginModule"
                 if rd["sasl.mechanism"] == "PLAIN"
-                else ("scram.ScramLoginModule")
+                else "scram.ScramLoginModule"
             )
             props["sasl.mechanism"] = rd["sasl.mechanism"]
             props["sasl.jaas.config"] = (
@@ -103,7 +117,7 @@ def start_secure_broker(work: Path, **overrides: str) -> SecureBroker:
     process.overrides = {
         "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,OAUTHBEARER",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256",
         "ssl.keystore.type": "PEM",

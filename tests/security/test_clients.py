@@ -33,7 +33,7 @@ def _values() -> list[bytes]:
     return [f"v{i}".encode() for i in range(COUNT)]
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", [*MODES, "sasl_plaintext_oauthbearer"])
 def test_confluent_kafka(secure: SecureBroker, mode: str) -> None:
     settings = secure.client_settings(mode)
     topic = _topic(mode, "confluent")
@@ -208,7 +208,7 @@ def java(tmp_path_factory: pytest.TempPathFactory) -> JavaPrograms:
     return JavaPrograms.compile(tmp_path_factory.mktemp("jvm"))
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", [*MODES, "sasl_plaintext_oauthbearer"])
 def test_java_client(secure: SecureBroker, java: JavaPrograms, tmp_path: Path, mode: str) -> None:
     props = tmp_path / "client.properties"
     props.write_text("".join(f"{k}={v}\n" for k, v in secure.java_settings(mode).items()))
