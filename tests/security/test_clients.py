@@ -216,3 +216,53 @@ def test_java_client(secure: SecureBroker, java: JavaPrograms, tmp_path: Path, m
     run = java.run("SecurityScenario", str(props), topic, f"g-{topic}")
     assert run.returncode == 0, run.report()
     assert run.passed == ["admin", "produce", "consume"]
+
+
+def _command_config(secure: SecureBroker, path: Path) -> Path:
+    java = secure.java_settings("sasl_ssl_scram")
+    path.write_text("".join(f"{k}={v}\n" for k, v in java.items() if k != "bootstrap.servers"))
+    return path
+
+
+def test_kbroker_cli_over_sasl_ssl(secure: SecureBroker, tmp_path: Path) -> None:
+    """kbroker's own tools with --command-config, as kafka-topics.sh takes it."""
+    import sys
+
+    config = _command_config(secure, tmp_path / "client.properties")
+    bootstrap = secure.client_settings("sasl_ssl_scram")["bootstrap.servers"]
+    topic = _topic("sasl_ssl_scram", "cli")
+
+    def kbroker(*args: str, stdin: str = "") -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "kbroker", *args, "--bootstrap-server", bootstrap,
+             "--command-config", str(config)],
+            input=stdin, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    kbroker("topics", "create", "--topic", topic, "--partitions", "2")
+    assert topic in kbroker("topics", "list")
+    kbroker("console-producer", "--topic", topic, stdin="\n".join(v.decode() for v in _values()))
+    out = kbroker(
+        "console-consumer", "--topic", topic, "--from-beginning", "--group", f"g-{topic}",
+        "--max-messages", str(COUNT),
+    )  # fmt: skip
+    assert sorted(out.split()) == sorted(v.decode() for v in _values())
+    assert "alice" in kbroker("users", "list")
+
+
+def test_data_client_over_sasl_ssl(secure: SecureBroker) -> None:
+    """The Spark data source's blocking client, with the same properties."""
+    from kbroker.client_core.security import security_config
+    from kbroker.data_client import DataClient
+    from wire.records.record import Record
+
+    java = secure.java_settings("sasl_ssl_scram")
+    topic = _topic("sasl_ssl_scram", "dataclient")
+    with DataClient(java["bootstrap.servers"], security=security_config(java)) as client:
+        client.create_topics({topic: 1})
+        records = [Record(offset=0, timestamp=0, key=None, value=v) for v in _values()]
+        base = client.produce((topic, 0), records)
+        fetched = client.fetch((topic, 0), base)
+    assert [r.value for r in fetched.records] == _values()
