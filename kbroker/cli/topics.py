@@ -1,10 +1,6 @@
 """``kbroker topics``: create, list, describe, alter and delete topics.
 
-They speak the Kafka protocol (kbroker.client), so they work against any Kafka-compatible
-broker. Every command takes ``--bootstrap-server HOST:PORT[,HOST:PORT]``,
-``--command-config FILE`` and ``--json``; tables are the default output. Exit status: 0 on
-success, 1 when the operation failed (the reason on stderr, prefixed ``kbroker: error:``),
-2 for bad arguments (argparse).
+Options every command takes, exit statuses: see kbroker.cli.ops.output.
 """
 
 from __future__ import annotations

@@ -67,6 +67,15 @@ def _failure(
     )
 
 
+def _name_problem(user: str, mechanism: str | None) -> tuple[ErrorCode, str] | None:
+    """What is wrong with an entry's user name or mechanism, if anything."""
+    if not user:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    if mechanism is None:
+        return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+    return None
+
+
 async def handle_alter_user_scram_credentials(
     broker: Broker, header: RequestHeader, request: AlterUserScramCredentialsRequest, version: int
 ) -> alter_out.AlterUserScramCredentialsResponse:
@@ -93,10 +102,9 @@ async def handle_alter_user_scram_credentials(
     changes: list[ScramChange] = []
     for deletion in request.deletions:
         mechanism = MECHANISM_NAMES.get(deletion.mechanism)
-        if not deletion.name:
-            fail(deletion.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
-        elif mechanism is None:
-            fail(deletion.name, ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+        problem = _name_problem(deletion.name, mechanism)
+        if problem is not None:
+            fail(deletion.name, *problem)
         elif mechanism not in current.get(deletion.name, {}):
             fail(
                 deletion.name,
@@ -107,10 +115,9 @@ async def handle_alter_user_scram_credentials(
             changes.append((deletion.name, mechanism, None))
     for upsertion in request.upsertions:
         mechanism = MECHANISM_NAMES.get(upsertion.mechanism)
-        if not upsertion.name:
-            fail(upsertion.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
-        elif mechanism is None:
-            fail(upsertion.name, ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+        problem = _name_problem(upsertion.name, mechanism)
+        if problem is not None:
+            fail(upsertion.name, *problem)
         elif upsertion.iterations < MIN_ITERATIONS:
             fail(upsertion.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
         elif upsertion.iterations > MAX_ITERATIONS:

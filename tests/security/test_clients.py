@@ -114,19 +114,14 @@ def test_aiokafka(secure: SecureBroker, mode: str) -> None:
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin import NewTopic as AioNewTopic
 
-    rd = secure.client_settings(mode)
-    settings: dict[str, object] = {
-        "bootstrap_servers": rd["bootstrap.servers"],
-        "security_protocol": rd["security.protocol"],
-    }
-    if "sasl.mechanism" in rd:
-        settings["sasl_mechanism"] = rd["sasl.mechanism"]
-        settings["sasl_plain_username"] = rd["sasl.username"]
-        settings["sasl_plain_password"] = rd["sasl.password"]
-    if "ssl.ca.location" in rd:
-        context = ssl.create_default_context(cafile=rd["ssl.ca.location"])
-        if mode == "mtls":
-            context.load_cert_chain(rd["ssl.certificate.location"], rd["ssl.key.location"])
+    # aiokafka takes kafka-python's names, but TLS as an ssl.SSLContext.
+    settings = _kafka_python_settings(secure, mode)
+    cafile = settings.pop("ssl_cafile", None)
+    certfile, keyfile = settings.pop("ssl_certfile", None), settings.pop("ssl_keyfile", None)
+    if cafile is not None:
+        context = ssl.create_default_context(cafile=str(cafile))
+        if certfile is not None:
+            context.load_cert_chain(str(certfile), str(keyfile))
         settings["ssl_context"] = context
     topic = _topic(mode, "aiokafka")
 
