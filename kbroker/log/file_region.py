@@ -19,6 +19,13 @@ class FileRegion:
     position: int
     nbytes: int
 
+    def split(self, size: int) -> list[FileRegion]:
+        """The region as consecutive regions of at most `size` bytes."""
+        return [
+            FileRegion(self.file, self.position + start, min(size, self.nbytes - start))
+            for start in range(0, self.nbytes, size)
+        ]
+
     def read(self) -> bytes:
         """The region's bytes (os.pread; never moves the file's offset)."""
         fd = self.file.fileno()

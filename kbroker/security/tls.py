@@ -72,7 +72,10 @@ def pkcs12_certificates(path: str, password: str | None) -> str:
 def server_context(props: Mapping[str, str]) -> ssl.SSLContext:
     """`props` holds one listener's effective `ssl.*` settings (overrides already applied)."""
     keystore_type = _store_type(props, "keystore")
-    truststore_type = _store_type(props, "truststore")
+    # The trust store's type matters only when there is a trust store file.
+    truststore_type = (
+        _store_type(props, "truststore") if "ssl.truststore.location" in props else "PEM"
+    )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     enabled = [p.strip() for p in props.get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3").split(",")]
     unknown = [p for p in enabled if p not in _PROTOCOLS]

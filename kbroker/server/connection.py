@@ -58,6 +58,11 @@ VersionRejector = Callable[[RequestHeader], object | None]
 # Below this size a region is read with pread and written with the response
 # header in one go: a sendfile round trip costs more than the copy.
 SENDFILE_MIN_BYTES = 64 * 1024
+# Over TLS file data must pass through the TLS layer: larger regions are read and written
+# in pieces of this size, each waiting for the transport to drain, so a large fetch response
+# holds at most about one piece in memory. (asyncio's own sendfile fallback stalled TLS
+# connections for good.)
+TLS_PIECE_BYTES = 256 * 1024
 
 
 # The address of the client whose request is being handled, as Kafka shows it
@@ -483,6 +488,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if pending:
                 transport.writelines(pending)
                 pending = []
+            if self._security.tls is not None:
+                for piece in part.split(TLS_PIECE_BYTES):
+                    transport.write(piece.read())
+                    if not self._writable.is_set():
+                        await self._writable.wait()
+                    if transport.is_closing():
+                        raise ConnectionResetError("transport closing")
+                continue
             await asyncio.get_running_loop().sendfile(
                 transport, part.file, part.position, part.nbytes
             )

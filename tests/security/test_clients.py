@@ -261,3 +261,27 @@ def test_data_client_over_sasl_ssl(secure: SecureBroker) -> None:
         base = client.produce((topic, 0), records)
         fetched = client.fetch((topic, 0), base)
     assert [r.value for r in fetched.records] == _values()
+
+
+@pytest.mark.parametrize("mode", ["sasl_ssl_scram", "mtls"])
+def test_large_fetch_responses_over_tls(secure: SecureBroker, mode: str) -> None:
+    """Fetch responses whose file regions kbroker would send with sendfile on a plaintext
+    listener (64 KiB and more) go through the TLS layer in pieces; asyncio's sendfile
+    fallback used to stall the connection for good."""
+    settings = secure.client_settings(mode)
+    topic = _topic(mode, "large")
+    admin = AdminClient(settings)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({**settings, "linger.ms": 20})
+    count, value = 4000, b"x" * 1000
+    for _ in range(count):
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**settings, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    seen = 0
+    deadline = time.monotonic() + 30
+    while seen < count and time.monotonic() < deadline:
+        seen += sum(1 for m in consumer.consume(1000, 0.5) if m.error() is None)
+    consumer.close()
+    assert seen == count
