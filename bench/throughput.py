@@ -58,10 +58,15 @@ class Settings:
     linger_ms: int
     batch_size: int
     compression: str
+    # librdkafka client properties for a secured listener (security.protocol, ssl.*, sasl.*).
+    security: tuple[tuple[str, str], ...] = ()
+
+    def client_config(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap, **dict(self.security)}
 
     def producer_config(self) -> dict[str, Any]:
         return {
-            "bootstrap.servers": self.bootstrap,
+            **self.client_config(),
             "acks": self.acks,
             "linger.ms": self.linger_ms,
             "batch.size": self.batch_size,
@@ -92,7 +97,7 @@ def own_broker(**overrides: str) -> Iterator[Any]:
 
 
 def create_topic(settings: Settings) -> None:
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin = AdminClient(settings.client_config())
     topic = NewTopic(settings.topic, num_partitions=settings.partitions, replication_factor=1)
     admin.create_topics([topic])[settings.topic].result(timeout=30)
     deadline = time.monotonic() + 30
@@ -109,7 +114,7 @@ def create_topic(settings: Settings) -> None:
 def delete_topic(settings: Settings) -> None:
     """Drop a measured topic, so a long run neither fills the disk nor leaves writeback
     behind for the next measurement."""
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin = AdminClient(settings.client_config())
     admin.delete_topics([settings.topic])[settings.topic].result(timeout=60)
 
 
@@ -181,7 +186,7 @@ def produce_confluent(settings: Settings) -> float:
 def consume_confluent(settings: Settings) -> float:
     consumer = Consumer(
         {
-            "bootstrap.servers": settings.bootstrap,
+            **settings.client_config(),
             "group.id": f"bench-unjoined-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -242,7 +247,13 @@ def kcat_properties(settings: Settings) -> list[str]:
         "compression.type": settings.compression,
         "queue.buffering.max.messages": 1_000_000,
     }
-    return [arg for key, value in props.items() for arg in ("-X", f"{key}={value}")]
+    return security_properties(settings) + [
+        arg for key, value in props.items() for arg in ("-X", f"{key}={value}")
+    ]
+
+
+def security_properties(settings: Settings) -> list[str]:
+    return [arg for key, value in settings.security for arg in ("-X", f"{key}={value}")]
 
 
 def produce_kcat(settings: Settings, kcat: str, env: dict[str, str], work: Path) -> float:
@@ -283,6 +294,7 @@ def consume_kcat(settings: Settings, kcat: str, env: dict[str, str]) -> float:
         # As for the confluent consumer: compressed batches overfill librdkafka's queue at
         # once, and the default 1 s pause then dominated 1-partition lz4 runs.
         "-X", "fetch.queue.backoff.ms=10",
+        *security_properties(settings),
     ]  # fmt: skip
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, check=True, env=env)

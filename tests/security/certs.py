@@ -83,6 +83,8 @@ class Pki:
     """PEM and PKCS12 files of a test CA, a broker (localhost, 127.0.0.1) and a client."""
 
     ca: Path
+    broker_cert: Path
+    broker_key: Path
     broker_keystore: Path  # private key then certificate, PEM (ssl.keystore.type=PEM)
     broker_p12: Path  # the same as PKCS12, password P12_PASSWORD
     client_cert: Path
@@ -110,6 +112,8 @@ def write_pki(directory: Path, client_cn: str = "alice") -> Pki:
     pem = serialization.Encoding.PEM
     pki = Pki(
         ca=directory / "ca.pem",
+        broker_cert=directory / "broker.pem",
+        broker_key=directory / "broker.key",
         broker_keystore=directory / "broker.keystore.pem",
         broker_p12=directory / "broker.p12",
         client_cert=directory / "client.pem",
@@ -117,6 +121,8 @@ def write_pki(directory: Path, client_cn: str = "alice") -> Pki:
         client_keystore=directory / "client.keystore.pem",
     )
     pki.ca.write_bytes(ca.public_bytes(pem))
+    pki.broker_cert.write_bytes(broker.public_bytes(pem))
+    pki.broker_key.write_text(_key_pem(broker_key))
     pki.broker_keystore.write_text(_key_pem(broker_key) + broker.public_bytes(pem).decode())
     pki.broker_p12.write_bytes(
         pkcs12.serialize_key_and_certificates(
