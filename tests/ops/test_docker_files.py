@@ -16,7 +16,7 @@ from kbroker.config import BrokerConfig, env_properties
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 BIN = Path(sys.executable).parent
-COMPOSE_FILES = ("docker-compose.yml", "docker-compose.single.yml")
+COMPOSE_FILES = ("docker-compose.yml", "docker-compose.single.yml", "docker-compose.secure.yml")
 
 
 def _tool(name: str) -> str:
@@ -75,7 +75,7 @@ def test_every_broker_environment_is_a_valid_configuration(name: str) -> None:
     brokers = {s: spec for s, spec in _services(name).items() if s.startswith("kbroker")}
     assert brokers
     for service, spec in brokers.items():
-        env = {k: str(v) for k, v in spec["environment"].items()}
+        env = {k: str(v) for k, v in spec["environment"].items() if k.startswith("KBROKER_")}
         props = env_properties(env)
         assert set(props) == {k.removeprefix("KBROKER_").lower().replace("_", ".") for k in env}, (
             f"{service}: a KBROKER_* variable names no property"
@@ -123,3 +123,20 @@ def test_cluster_brokers_publish_an_external_listener_on_the_host() -> None:
         assert {(int(p["published"]), int(p["target"])) for p in spec["ports"]} == {(port, port)}
         host_ports.add(port)
     assert host_ports == {19092, 19093, 19094}
+
+
+def test_secure_cluster_speaks_sasl_ssl_everywhere() -> None:
+    services = _services("docker-compose.secure.yml")
+    brokers = {s: spec for s, spec in services.items() if s.startswith("kbroker")}
+    assert len(brokers) == 3
+    for spec in brokers.values():
+        env = spec["environment"]
+        # The brokers' own SCRAM user is written to ZooKeeper before the broker starts.
+        command = spec["command"][0]
+        assert command.index("--zookeeper zookeeper:2181") < command.index("kbroker start")
+        assert spec["depends_on"]["zookeeper"]["condition"] == "service_healthy"
+        assert (
+            env["KBROKER_LISTENER_SECURITY_PROTOCOL_MAP"] == "INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL"
+        )
+        assert env["KBROKER_SASL_MECHANISM_INTER_BROKER_PROTOCOL"] == "SCRAM-SHA-512"
+        assert any(v.endswith(":/etc/kbroker/tls:ro") for v in spec["volumes"])
