@@ -95,8 +95,10 @@ class SampledRate:
         values[-1][1] += value
 
     def _purge(self, now: float) -> None:
+        # Kafka's SampledStat.purgeObsoleteSamples: a sample started samples x window ago
+        # or earlier is obsolete.
         horizon = now - self.samples * self.window
-        self._values = [v for v in self._values if v[0] + self.window > horizon]
+        self._values = [v for v in self._values if v[0] > horizon]
 
     def elapsed(self, now: float) -> float:
         """Kafka's Rate.windowSize: the measured span, at least samples - 1 windows."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kbroker.quotas import CONTROLLER_MUTATION_RATE, REQUEST_PERCENTAGE
-from kbroker.server.connection import THROTTLE_MS
+from kbroker.server.connection import PRINCIPAL, THROTTLE_MS
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.fetch_request import FetchRequest
@@ -17,9 +17,12 @@ from wire.messages.request_header import RequestHeader
 if TYPE_CHECKING:
     from kbroker.broker import Broker
 
-# The principal of every connection until listeners authenticate (Kafka's
-# KafkaPrincipal.ANONYMOUS): user quotas for it, or the <default> user, apply to all.
-ANONYMOUS = "ANONYMOUS"
+
+def quota_user() -> str:
+    """The user entity of this request's quotas: its principal's name (``alice`` for
+    ``User:alice``; ``ANONYMOUS`` on a connection that did not authenticate), as Kafka
+    names the user of a quota."""
+    return PRINCIPAL.get().partition(":")[2]
 
 
 def throttle(
@@ -36,10 +39,11 @@ def throttle(
     time (ms). `withheld`: the caller sends nothing when throttled (a fetch answers empty,
     as Kafka's does), so the amount is not counted then."""
     client_id = header.client_id or ""
-    throttle_ms = broker.quotas.record(quota, ANONYMOUS, client_id, amount)
+    user = quota_user()
+    throttle_ms = broker.quotas.record(quota, user, client_id, amount)
     if throttle_ms > 0:
         if withheld:
-            broker.quotas.record(quota, ANONYMOUS, client_id, -amount, count=False)
+            broker.quotas.record(quota, user, client_id, -amount, count=False)
         THROTTLE_MS.set(throttle_ms)
         if has_field:
             response.throttle_time_ms = throttle_ms  # type: ignore[attr-defined]
@@ -81,7 +85,7 @@ def charge_request_time(
     (every response message has the field from some version on; older versions drop it)
     and the connection is muted for as long."""
     throttle_ms = broker.quotas.record(
-        REQUEST_PERCENTAGE, ANONYMOUS, header.client_id or "", seconds * PERCENT_PER_SECOND
+        REQUEST_PERCENTAGE, quota_user(), header.client_id or "", seconds * PERCENT_PER_SECOND
     )
     if throttle_ms <= 0:
         return
@@ -104,14 +108,18 @@ class MutationQuota:
 
     def check(self) -> None:
         quotas = self._broker.quotas
-        if self._strict and quotas.exceeded(CONTROLLER_MUTATION_RATE, ANONYMOUS, self._client_id):
+        if self._strict and quotas.exceeded(
+            CONTROLLER_MUTATION_RATE, quota_user(), self._client_id
+        ):
             raise KafkaError(
                 ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded."
             )
 
     def record(self, partitions: int) -> None:
         quotas = self._broker.quotas
-        quotas.record(CONTROLLER_MUTATION_RATE, ANONYMOUS, self._client_id, partitions, count=False)
+        quotas.record(
+            CONTROLLER_MUTATION_RATE, quota_user(), self._client_id, partitions, count=False
+        )
 
     def finish(self, response: object, has_field: bool) -> None:
         """Throttle time (and a muted channel) when the client ended over its quota."""

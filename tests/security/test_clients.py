@@ -285,3 +285,44 @@ def test_large_fetch_responses_over_tls(secure: SecureBroker, mode: str) -> None
         seen += sum(1 for m in consumer.consume(1000, 0.5) if m.error() is None)
     consumer.close()
     assert seen == count
+
+
+def test_user_quotas_apply_to_the_authenticated_user(secure: SecureBroker) -> None:
+    """A producer_byte_rate for user alice throttles alice's SASL connections, not bob's
+    (the quota's user is the connection's principal, as in Kafka)."""
+    import sys
+
+    def quota(*change: str) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "kbroker", "quotas", "alter", "--user", "alice", *change,
+             "--bootstrap-server", secure.process.bootstrap],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+
+    quota("--add", "producer_byte_rate=10240")
+    try:
+        throttled = _throttle_by_user(secure)
+    finally:
+        quota("--delete", "producer_byte_rate")
+    assert throttled["alice"] > 0 and throttled["bob"] == 0
+
+
+def _throttle_by_user(secure: SecureBroker) -> dict[str, int]:
+    admin = AdminClient({"bootstrap.servers": secure.process.bootstrap})
+    topic = _topic("sasl_plaintext_plain", "quota")
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    throttled: dict[str, int] = {}
+    for user in ("alice", "bob"):
+        events: list[int] = []
+        producer = Producer(
+            {
+                **secure.client_settings("sasl_plaintext_plain", user),
+                "throttle_cb": lambda event, events=events: events.append(event.throttle_time),
+            }
+        )
+        for _ in range(200):
+            producer.produce(topic, b"x" * 1000)
+        assert producer.flush(60) == 0
+        producer.poll(0.5)
+        throttled[user] = max(events, default=0)
+    return throttled
