@@ -122,6 +122,10 @@ class LogManager:
         return self._pick_dir() / f"{topic}-{partition}"
 
     def _pick_dir(self) -> Path:
+        """The directory with the fewest partitions (Kafka's rule for a new log)."""
+        if len(self._dirs) == 1:
+            # Counting would make creating n partitions cost O(n^2) for nothing.
+            return self._dirs[0]
         counts = dict.fromkeys(self._dirs, 0)
         for plog in self._logs.values():
             parent = plog.directory.parent
