@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 from kbroker.log.fileio import atomic_write, unlink_quietly, write_all
+from kbroker.log.open_indexes import OPEN_INDEXES
 
 
 class EntryIndex:
@@ -36,6 +37,8 @@ class EntryIndex:
         # Always the same two arrays (replace() refills them), so subclasses may name them.
         self._columns: tuple[array[int], array[int]] = (array("q"), array("q"))
         self._fd: int | None = None
+        # Written since the last fsync (an evicted descriptor is fsynced before it closes).
+        self._unsynced = False
         # Why the file cannot be trusted (None when it was loaded cleanly).
         self.problem: str | None = None
 
@@ -60,6 +63,7 @@ class EntryIndex:
         """A new, empty index file (an existing one is emptied)."""
         index = cls(path, base_offset, max_index_bytes)
         index._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
+        OPEN_INDEXES.used(index)
         return index
 
     @classmethod
@@ -101,6 +105,7 @@ class EntryIndex:
 
     def _append_entry(self, first: int, second: int) -> None:
         write_all(self._file(), self._pack(first, second))
+        self._unsynced = True
         self._columns[0].append(first)
         self._columns[1].append(second)
 
@@ -112,6 +117,7 @@ class EntryIndex:
         for column in self._columns:
             del column[keep:]
         os.ftruncate(self._file(), keep * self.ENTRY.size)
+        self._unsynced = True
 
     def replace(self, entries: Sequence[tuple[int, int]]) -> None:
         """Rewrite the whole index (after a rebuild) through an atomic rename."""
@@ -125,16 +131,28 @@ class EntryIndex:
     def _file(self) -> int:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        OPEN_INDEXES.used(self)
         return self._fd
 
     def flush(self) -> None:
         if self._fd is not None:
             os.fsync(self._fd)
+            self._unsynced = False
+
+    def release_fd(self) -> None:
+        """Close the descriptor to stay within the open-index bound (open_indexes.py)."""
+        if self._fd is not None:
+            if self._unsynced:
+                os.fsync(self._fd)
+                self._unsynced = False
+            os.close(self._fd)
+            self._fd = None
 
     def _close_fd(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+            OPEN_INDEXES.closed(self)
 
     def close(self) -> None:
         self._close_fd()

@@ -113,3 +113,34 @@ def test_time_index_problems_and_truncate(tmp_path: Path) -> None:
     index.truncate_to(5)
     assert index.last_entry() == (100, 1)
     assert path.stat().st_size == 12
+
+
+def test_open_index_descriptors_are_bounded(tmp_path: Path, monkeypatch: object) -> None:
+    """Past the bound the least recently written index gives up its descriptor (fsynced
+    first when written since its last fsync); its next append opens the file again."""
+    import os
+
+    from kbroker.log import entry_index
+    from kbroker.log.open_indexes import OpenIndexFiles
+
+    budget = OpenIndexFiles(limit=2)
+    monkeypatch.setattr(entry_index, "OPEN_INDEXES", budget)  # type: ignore[attr-defined]
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(entry_index.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))  # type: ignore[attr-defined]
+    indexes = [OffsetIndex.create(tmp_path / f"{i}.index", 0, 1024) for i in range(3)]
+    assert len(budget) == 2 and budget.evictions == 1
+    assert indexes[0]._fd is None  # evicted when the third was created (nothing unsynced)
+    assert synced == []
+    indexes[1].append(5, 100)  # unsynced, then evicted by the next one's use
+    indexes[0].append(7, 200)
+    indexes[2].append(9, 300)
+    assert indexes[1]._fd is None and len(synced) == 1
+    for i, (offset, position) in enumerate([(7, 200), (5, 100), (9, 300)]):
+        assert (tmp_path / f"{i}.index").read_bytes() == struct.pack(">ii", offset, position)
+    indexes[1].append(6, 150)  # opens the file again
+    assert indexes[1]._fd is not None
+    assert indexes[1].lookup(6) == (6, 150)
+    for index in indexes:
+        index.close()
+    assert len(budget) == 0
