@@ -35,6 +35,7 @@ from kbroker.config import (
     parse_per_ip_overrides,
 )
 from kbroker.dispatch import Dispatcher
+from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.group.coordinator import GroupCoordinator
 from kbroker.log.lifecycle import LifecycleSettings, StorageLifecycle
 from kbroker.log.log_config import LogConfig
@@ -139,6 +140,11 @@ class Broker:
         except SecuritySetupError as exc:
             raise ConfigError(str(exc)) from exc
         self.fetch_purgatory = Purgatory()
+        # Incremental fetch sessions (KIP-227).
+        self.fetch_sessions = FetchSessionCache(
+            slots=config.get("max.incremental.fetch.session.cache.slots"),
+            eviction_seconds=config.get("min.incremental.fetch.session.eviction.ms") / 1000,
+        )
         self.replica_manager = ReplicaManager(
             config.broker_id,
             self.logs,

@@ -321,6 +321,7 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("producer.purgatory.purge.interval.requests", INT, "1000"),
     ConfigDef("delete.records.purgatory.purge.interval.requests", INT, "1"),
     ConfigDef("max.incremental.fetch.session.cache.slots", INT, "1000", min=0),
+    ConfigDef("min.incremental.fetch.session.eviction.ms", INT, "120000", min=0),
     # Group coordinator.
     ConfigDef("group.initial.rebalance.delay.ms", INT, "3000", min=0),
     ConfigDef("group.min.session.timeout.ms", INT, "6000", min=0),

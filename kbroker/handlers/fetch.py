@@ -12,8 +12,9 @@ down-converted to message sets of magic 1 (v2-v3) or magic 0 (v0-v1).
 
 A fetch that finds fewer than min_bytes waits in the purgatory until one of its
 partitions changes or max_wait_ms passes, then is answered with what there is.
-Incremental fetch sessions (KIP-227) are not kept: session id 0 tells clients
-to send full fetch requests.
+Incremental fetch sessions (KIP-227, v7+, kbroker/fetch_sessions.py): an incremental
+request is widened to every partition of its session and fetched as a full one, then the
+answer keeps only the partitions with something new.
 
 Transactions (KIP-98): every answer carries the partition's last stable offset (LSO).
 A consumer with isolation_level 1 (read_committed, v4+) reads only below the LSO and
@@ -33,6 +34,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from kbroker.fetch_sessions import FetchContext
 from kbroker.handlers.common import (
     LEADER_MOVED,
     READ_COMMITTED,
@@ -225,25 +227,49 @@ def _add_leader_hints(broker: Broker, response: FetchResponse, version: int) -> 
 async def handle_fetch(
     broker: Broker, header: RequestHeader, request: FetchRequest, version: int
 ) -> FetchResponse:
-    response = await _fetch(broker, request, version)
-    if replica_id_of(request, version) < 0:
+    from_follower = replica_id_of(request, version) >= 0
+    names = _topic_names(broker, request, version)
+    if version >= 7:
+        context = broker.fetch_sessions.begin(request, names, from_follower, time.monotonic())
+        if context.error != ErrorCode.NONE:
+            return FetchResponse(error_code=context.error, session_id=0)
+        if context.incremental:
+            request = context.request
+            names = _topic_names(broker, request, version)
+    else:
+        context = FetchContext(request)
+    response = await _fetch(broker, request, version, names)
+    if not from_follower:
         sent = sum(_size(p.records) for t in response.responses for p in t.partitions)
         if throttle(
             broker, header, CONSUMER_BYTE_RATE, sent, response, version >= 1, withheld=True
         ):
-            # KIP-219: over its quota, a consumer gets an empty response and the throttle.
+            # KIP-219: over its quota, a consumer gets an empty response and the throttle
+            # (a session asked for now is not made; an incremental one keeps what it had).
             response.responses = []
+            session = context.session
+            if session is not None and not context.incremental:
+                broker.fetch_sessions.sessions.pop(session.session_id, None)
+            response.session_id = session.session_id if context.incremental and session else 0
+            return _add_leader_hints(broker, response, version) if version >= 12 else response
+    response = context.finish(response, names)
     return _add_leader_hints(broker, response, version) if version >= 12 else response
 
 
-async def _fetch(broker: Broker, request: FetchRequest, version: int) -> FetchResponse:
-    if version >= 13:
-        names: list[str | None] = []
-        for topic in request.topics:
-            info = broker.metadata.topic_by_id(topic.topic_id)
-            names.append(info.name if info is not None else None)
-    else:
-        names = [topic.topic for topic in request.topics]
+def _topic_names(broker: Broker, request: FetchRequest, version: int) -> list[str | None]:
+    """The request's topic names (v13+ names topics by id: None where the id is unknown)."""
+    if version < 13:
+        return [topic.topic for topic in request.topics]
+    names: list[str | None] = []
+    for topic in request.topics:
+        info = broker.metadata.topic_by_id(topic.topic_id)
+        names.append(info.name if info is not None else None)
+    return names
+
+
+async def _fetch(
+    broker: Broker, request: FetchRequest, version: int, names: list[str | None]
+) -> FetchResponse:
     replica = replica_id_of(request, version)
     if replica >= 0:
         _record_follower_fetch(broker, request, names, replica)

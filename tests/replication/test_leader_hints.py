@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from controller.interface import BrokerInfo, PartitionInfo, TopicInfo
+from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.handlers.fetch import handle_fetch
 from kbroker.handlers.produce import handle_produce
 from kbroker.purgatory import Purgatory
@@ -42,6 +43,7 @@ def follower_broker() -> Any:
         fetch_purgatory=Purgatory(),
         clock=lambda: 0.0,
         quotas=QuotaManager(dict, clock=lambda: 0.0),
+        fetch_sessions=FetchSessionCache(),
         replica_manager=SimpleNamespace(offline=set()),
     )
 
