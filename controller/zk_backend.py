@@ -1068,3 +1068,16 @@ def read_consumer_offsets(
         zk.stop()
         zk.close()
     return found
+
+
+def write_scram_credentials(hosts: str, changes: Sequence[ScramChange], timeout: float) -> None:
+    """Write SCRAM credential changes to a cluster's ZooKeeper (blocking), for
+    ``kbroker users --zookeeper`` before any broker runs; it lives here so that kazoo is
+    imported by this module only."""
+    zk = KazooClient(hosts=hosts, timeout=timeout)
+    zk.start(timeout=timeout)
+    try:
+        credential_store.write_to_zookeeper(zk, changes)
+    finally:
+        zk.stop()
+        zk.close()

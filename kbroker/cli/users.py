@@ -67,9 +67,8 @@ async def _delete(args: argparse.Namespace, client: KafkaClient) -> int:
 
 def _in_zookeeper(args: argparse.Namespace) -> int:
     """add/delete with --zookeeper: write the user's znode directly."""
-    from kazoo.client import KazooClient
-
-    from controller.credential_store import ScramChange, write_to_zookeeper
+    from controller.credential_store import ScramChange
+    from controller.zk_backend import write_scram_credentials
 
     try:
         mechanisms = check_mechanisms(args.mechanism or DEFAULT_MECHANISMS)
@@ -86,19 +85,12 @@ def _in_zookeeper(args: argparse.Namespace) -> int:
         )
         for m in mechanisms
     ]
-    zk = KazooClient(hosts=args.zookeeper, timeout=ZOOKEEPER_TIMEOUT_SECONDS)
     try:
-        zk.start(timeout=ZOOKEEPER_TIMEOUT_SECONDS)
-        write_to_zookeeper(zk, changes)
+        write_scram_credentials(args.zookeeper, changes, ZOOKEEPER_TIMEOUT_SECONDS)
     except Exception as exc:  # kazoo raises its own timeouts and session errors
-        print(
-            f"kbroker: error: ZooKeeper {args.zookeeper}: {exc or type(exc).__name__}",
-            file=sys.stderr,
-        )
+        message = str(exc) or type(exc).__name__
+        print(f"kbroker: error: ZooKeeper {args.zookeeper}: {message}", file=sys.stderr)
         return EXIT_FAILED
-    finally:
-        zk.stop()
-        zk.close()
     print("ok")
     return EXIT_OK
 
