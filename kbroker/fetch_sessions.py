@@ -72,6 +72,16 @@ class FetchContext:
     incremental: bool = False
     error: ErrorCode = ErrorCode.NONE
 
+    def idle(self, key: Key, current: tuple[int, int, int], readable_end: int, offset: int) -> bool:
+        """In an incremental fetch: a partition whose high watermark, LSO and log start
+        are those last sent (``current``) and whose fetch ``offset`` has nothing below
+        ``readable_end`` to read would be left out of the answer, so it need not be read
+        at all (this is what makes a session of many idle partitions cheap)."""
+        if not self.incremental or self.session is None:
+            return False
+        state = self.session.partitions.get(key)
+        return state is not None and state.sent == current and offset >= readable_end
+
     def finish(self, response: FetchResponse, names: Iterable[str | None]) -> FetchResponse:
         """Set the session id; in an incremental answer keep only what changed; remember
         what was sent. ``names`` are the topic names of the response's topics, in order."""

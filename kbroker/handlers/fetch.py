@@ -31,7 +31,9 @@ any wait) to advance the high watermark and the ISR (replication/manager.py).
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kbroker.fetch_sessions import FetchContext
@@ -163,7 +165,11 @@ def _record_follower_fetch(
 
 
 def _fetch_once(
-    broker: Broker, request: FetchRequest, version: int, names: list[str | None]
+    broker: Broker,
+    request: FetchRequest,
+    version: int,
+    names: list[str | None],
+    idle: Callable[[str, FetchPartition], bool] | None = None,
 ) -> tuple[FetchResponse, int, bool]:
     """One pass over the partitions: the response, its byte count, any error."""
     remaining = request.max_bytes if version >= 3 else INT32_MAX
@@ -183,6 +189,8 @@ def _fetch_once(
                     )
                 )
                 any_error = True
+                continue
+            if idle is not None and idle(name, wanted):
                 continue
             limit = max(0, min(wanted.partition_max_bytes, remaining))
             data = _read_partition(
@@ -238,7 +246,11 @@ async def handle_fetch(
             names = _topic_names(broker, request, version)
     else:
         context = FetchContext(request)
-    response = await _fetch(broker, request, version, names)
+    idle = None
+    if context.incremental and not from_follower:
+        read_committed = version >= 4 and request.isolation_level == READ_COMMITTED
+        idle = functools.partial(_idle, broker, context, read_committed)
+    response = await _fetch(broker, request, version, names, idle)
     if not from_follower:
         sent = sum(_size(p.records) for t in response.responses for p in t.partitions)
         if throttle(
@@ -256,6 +268,19 @@ async def handle_fetch(
     return _add_leader_hints(broker, response, version) if version >= 12 else response
 
 
+def _idle(
+    broker: Broker, context: FetchContext, read_committed: bool, name: str, wanted: FetchPartition
+) -> bool:
+    partition = broker.partition(name, wanted.partition)
+    if partition is None:
+        return False
+    hw = partition.high_watermark
+    lso = partition.last_stable_offset
+    current = (hw, lso, partition.log.log_start_offset)
+    end = lso if read_committed else hw
+    return context.idle((name, wanted.partition), current, end, wanted.fetch_offset)
+
+
 def _topic_names(broker: Broker, request: FetchRequest, version: int) -> list[str | None]:
     """The request's topic names (v13+ names topics by id: None where the id is unknown)."""
     if version < 13:
@@ -268,8 +293,13 @@ def _topic_names(broker: Broker, request: FetchRequest, version: int) -> list[st
 
 
 async def _fetch(
-    broker: Broker, request: FetchRequest, version: int, names: list[str | None]
+    broker: Broker,
+    request: FetchRequest,
+    version: int,
+    names: list[str | None],
+    idle: Callable[[str, FetchPartition], bool] | None = None,
 ) -> FetchResponse:
+    """``idle``: partitions of an incremental session with nothing new, left unread."""
     replica = replica_id_of(request, version)
     if replica >= 0:
         _record_follower_fetch(broker, request, names, replica)
@@ -281,9 +311,9 @@ async def _fetch(
         for wanted in topic.partitions
     ]
     while True:
-        response, total, any_error = _fetch_once(broker, request, version, names)
+        response, total, any_error = _fetch_once(broker, request, version, names, idle)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or any_error or remaining <= 0 or not keys:
             return response
         if not await broker.fetch_purgatory.wait(keys, remaining):
-            return _fetch_once(broker, request, version, names)[0]
+            return _fetch_once(broker, request, version, names, idle)[0]

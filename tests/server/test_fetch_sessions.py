@@ -21,9 +21,8 @@ V = 12
 def request(
     session_id: int, epoch: int, partitions: dict[str, list[tuple[int, int]]], **extra: object
 ) -> FetchRequest:
+    extra = {"max_wait_ms": 0, "min_bytes": 0, **extra}
     return FetchRequest(
-        max_wait_ms=0,
-        min_bytes=0,
         session_id=session_id,
         session_epoch=epoch,
         topics=[
@@ -132,3 +131,28 @@ async def test_incremental_answers_carry_only_what_changed(
     assert wrong.error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH and wrong.responses == []
     plain = await fetch(client, request(0, -1, {"s": [(0, 0)]}))
     assert plain.session_id == 0 and len(partitions_of(plain)) == 1
+
+
+async def test_an_idle_session_still_long_polls(broker: Broker, client: RawClient) -> None:
+    """Idle partitions are not read, but an incremental fetch still waits for them: it
+    returns at max_wait_ms with nothing, or as soon as one of them gets records."""
+    import asyncio
+    import time
+
+    await create_topic(client, "w", partitions=2)
+    sid = (await fetch(client, request(0, 0, {"w": [(0, 0), (1, 0)]}))).session_id
+    started = time.monotonic()
+    quiet = await fetch(client, request(sid, 1, {}, max_wait_ms=500, min_bytes=1))
+    assert partitions_of(quiet) == {} and time.monotonic() - started >= 0.45
+    other = await RawClient.connect(broker.port)
+    try:
+        waiting = asyncio.ensure_future(
+            fetch(client, request(sid, 2, {}, max_wait_ms=10_000, min_bytes=1))
+        )
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        await produce(other, "w", build_batch(records(0, 2)), partition=0)
+        woken = await waiting
+        assert partitions_of(woken) == {("w", 0): 2} and time.monotonic() - started < 5
+    finally:
+        await other.close()
