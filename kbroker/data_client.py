@@ -458,7 +458,9 @@ class DataClient:
                 )
                 records, next_offset = decode_fetched(p.records or b"", offset, aborted)
                 return FetchResult(records, p.high_watermark, p.log_start_offset, next_offset)
-        self._failed(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
+        # An answer without the partition has nothing for it (Tansu answers max_wait_ms=0
+        # that way): no records, its offsets unknown.
+        return FetchResult([], -1, -1, offset)
 
     # -- produce -------------------------------------------------------------------------
 

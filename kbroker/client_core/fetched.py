@@ -33,7 +33,8 @@ class FetchedRecord:
 
 @dataclass(slots=True)
 class FetchResult:
-    """What one Fetch returned for one partition."""
+    """What one Fetch returned for one partition (high watermark and log start -1 when
+    the answer left the partition out)."""
 
     records: list[FetchedRecord]
     high_watermark: int

@@ -61,3 +61,19 @@ def test_a_connection_that_broke_the_protocol_stays_broken() -> None:
         finally:
             connection.close()
         thread.join(5)
+
+
+def test_a_fetch_answer_without_the_partition_means_no_records() -> None:
+    """Tansu answers a Fetch with max_wait_ms 0 and nothing new by leaving the partition
+    out; that is no data, not an unknown partition."""
+    from kbroker.data_client import DataClient
+    from wire.messages.fetch_response import FetchResponse
+
+    class Answers:
+        def request(self, api_key: int, body: object) -> tuple[object, int]:
+            assert api_key == ApiKey.FETCH
+            return FetchResponse(responses=[]), 12
+
+    client = DataClient("127.0.0.1:1")
+    result = client._fetch_one(Answers(), ("t", 0), 7, 1 << 20, 0, 0)  # type: ignore[arg-type]
+    assert (result.records, result.next_offset, result.high_watermark) == ([], 7, -1)
