@@ -31,7 +31,7 @@ from kbroker.partition import Partition
 from replication.epochs import truncation_offset
 from wire.api_keys import ApiKey
 from wire.errors import DecodeError, ErrorCode, KafkaError
-from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from wire.messages.fetch_response import FetchResponse
 from wire.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderEpochRequest,
@@ -48,6 +48,8 @@ TopicPartition = tuple[str, int]
 FETCH_VERSION = 12
 # OffsetForLeaderEpoch v3+ carries the replica id.
 OFFSET_FOR_EPOCH_VERSION = 4
+INT32_MAX = 2**31 - 1
+SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
 NETWORK_ERRORS = (OSError, TimeoutError, ConnectionError, asyncio.IncompleteReadError, DecodeError)
 
 
@@ -97,6 +99,11 @@ class LeaderFetcher:
         self._wake = asyncio.Event()
         self._connection: BrokerConnection | None = None
         self._task: asyncio.Task[None] | None = None
+        # The incremental fetch session with the leader (KIP-227): its id (0: none), the
+        # epoch of the next request, and the partitions as the leader holds them.
+        self._session_id = 0
+        self._session_epoch = 0
+        self._session_sent: dict[TopicPartition, FetchPartition] = {}
 
     @property
     def keys(self) -> set[TopicPartition]:
@@ -122,7 +129,14 @@ class LeaderFetcher:
                 await self._task
         await self._disconnect()
 
+    def _reset_session(self) -> None:
+        """Start over with a full fetch that asks for a new session."""
+        self._session_id = 0
+        self._session_epoch = 0
+        self._session_sent = {}
+
     async def _disconnect(self) -> None:
+        self._reset_session()
         if self._connection is not None:
             connection, self._connection = self._connection, None
             with contextlib.suppress(Exception):
@@ -232,32 +246,26 @@ class LeaderFetcher:
     async def _fetch(self, connection: BrokerConnection) -> bool:
         """One fetch round; False when nothing could be fetched (back off)."""
         sent: dict[TopicPartition, tuple[Partition, int]] = {}
-        topics: dict[str, list[FetchPartition]] = {}
+        wanted: dict[TopicPartition, FetchPartition] = {}
         for key in sorted(self._keys - self._needs_truncation):
             partition = self._following(key)
             if partition is None:
                 continue
             sent[key] = (partition, partition.leader_epoch)
-            topics.setdefault(key[0], []).append(
-                FetchPartition(
-                    partition=key[1],
-                    current_leader_epoch=partition.leader_epoch,
-                    fetch_offset=partition.log.log_end_offset,
-                    log_start_offset=partition.log.log_start_offset,
-                    partition_max_bytes=self._settings.partition_max_bytes,
-                )
+            wanted[key] = FetchPartition(
+                partition=key[1],
+                current_leader_epoch=partition.leader_epoch,
+                fetch_offset=partition.log.log_end_offset,
+                log_start_offset=partition.log.log_start_offset,
+                partition_max_bytes=self._settings.partition_max_bytes,
             )
-        if not topics:
+        if not wanted:
             return False
-        request = FetchRequest(
-            replica_id=self._host.broker_id,
-            max_wait_ms=self._settings.max_wait_ms,
-            min_bytes=self._settings.min_bytes,
-            max_bytes=self._settings.max_bytes,
-            topics=[FetchTopic(topic=t, partitions=p) for t, p in topics.items()],
-        )
-        response, _ = await connection.request(ApiKey.FETCH, request, FETCH_VERSION)
-        assert isinstance(response, FetchResponse)
+        response = await self._send_fetch(connection, wanted)
+        if response.error_code in SESSION_ERRORS:
+            # The leader lost or disowns our session: fetch in full at once.
+            self._reset_session()
+            return True
         ok = True
         for topic in response.responses:
             for data in topic.partitions:
@@ -282,6 +290,47 @@ class LeaderFetcher:
                 else:
                     ok = False
         return ok
+
+    async def _send_fetch(
+        self, connection: BrokerConnection, wanted: dict[TopicPartition, FetchPartition]
+    ) -> FetchResponse:
+        """A Fetch in the session (KIP-227): in full to start one, then only the partitions
+        whose fetch settings changed, and those to forget."""
+        incremental = self._session_id != 0
+        if incremental:
+            changed = {k: p for k, p in wanted.items() if self._session_sent.get(k) != p}
+            gone = [k for k in self._session_sent if k not in wanted]
+        else:
+            changed, gone = wanted, []
+        topics: dict[str, list[FetchPartition]] = {}
+        for key, fetch in changed.items():
+            topics.setdefault(key[0], []).append(fetch)
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in gone:
+            forgotten.setdefault(topic, []).append(index)
+        request = FetchRequest(
+            replica_id=self._host.broker_id,
+            max_wait_ms=self._settings.max_wait_ms,
+            min_bytes=self._settings.min_bytes,
+            max_bytes=self._settings.max_bytes,
+            session_id=self._session_id,
+            session_epoch=self._session_epoch,
+            topics=[FetchTopic(topic=t, partitions=p) for t, p in topics.items()],
+            forgotten_topics_data=[
+                ForgottenTopic(topic=t, partitions=p) for t, p in forgotten.items()
+            ],
+        )
+        response, _ = await connection.request(ApiKey.FETCH, request, FETCH_VERSION)
+        assert isinstance(response, FetchResponse)
+        if response.error_code == ErrorCode.NONE:
+            if incremental or response.session_id != 0:
+                self._session_id = response.session_id
+                self._session_sent = dict(wanted)
+                # Epochs wrap to 1, never to 0 (KIP-227).
+                self._session_epoch = (
+                    1 if self._session_epoch >= INT32_MAX else (self._session_epoch + 1)
+                )
+        return response
 
     def _out_of_range(self, key: TopicPartition, partition: Partition, leader_start: int) -> None:
         """Our fetch offset is outside the leader's log. Behind its log start (retention or
