@@ -16,10 +16,14 @@ log dir and survives restarts. Files:
       ],
       "broker_configs": {"log.retention.ms": "1000"},
       "client_quotas": [{"entity": [["user", "alice"]],
-                         "quotas": {"producer_byte_rate": 1048576.0}}]
+                         "quotas": {"producer_byte_rate": 1048576.0}}],
+      "acls": [{"resource_type": "Topic", "name": "t", "pattern_type": "Literal",
+                "principal": "User:alice", "host": "*", "operation": "Read",
+                "permission_type": "Allow"}]
     }
 
-``client_quotas`` (controller/quota_store.py) may be absent in older files.
+``client_quotas`` (controller/quota_store.py) and ``acls`` (controller/acl_store.py) may be
+absent in older files.
 
 It is replaced whole on every change: written to ``__kbroker_metadata.json.tmp``, fsynced,
 renamed over the old file, then the directory is fsynced (DESIGN rule 6), so a crash leaves
@@ -43,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from controller import quota_store
+from controller import acl_store, quota_store
 from controller.interface import (
     BrokerInfo,
     Endpoint,
@@ -61,6 +65,7 @@ from kbroker.config import (
     validate_topic_configs,
 )
 from kbroker.quotas import QuotaEntity
+from kbroker.security.acls import AclBinding
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +154,7 @@ class EmbeddedMetadata(TopicCache):
         self._cluster_id = ""
         self._broker_configs: dict[str, str] = {}
         self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
+        self._acls: frozenset[AclBinding] = frozenset()
         self._lock = asyncio.Lock()
         self._me = self._own_info()
 
@@ -186,6 +192,9 @@ class EmbeddedMetadata(TopicCache):
     def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
         return self._client_quotas
 
+    def acls(self) -> frozenset[AclBinding]:
+        return self._acls
+
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -214,11 +223,13 @@ class EmbeddedMetadata(TopicCache):
                 cluster_id = str(state["cluster_id"])
                 # Absent in files written before client quotas existed.
                 client_quotas = quota_store.from_json(state.get("client_quotas", []))
+                acls = acl_store.from_json(state.get("acls", []))
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 raise MetadataStoreError(f"cannot read {path}: {e}") from e
             self._publish_topics({t.name: t for t in topics})
             self._broker_configs = broker_configs
             self._client_quotas = client_quotas
+            self._acls = acls
             stored_ids.add(cluster_id)
         if len(stored_ids) > 1:
             raise MetadataStoreError(
@@ -265,6 +276,7 @@ class EmbeddedMetadata(TopicCache):
         topics: Mapping[str, TopicInfo],
         broker_configs: Mapping[str, str],
         client_quotas: Mapping[QuotaEntity, Mapping[str, float]] | None = None,
+        acls: frozenset[AclBinding] | None = None,
     ) -> None:
         state = {
             "version": FORMAT_VERSION,
@@ -274,6 +286,7 @@ class EmbeddedMetadata(TopicCache):
             "client_quotas": quota_store.to_json(
                 self._client_quotas if client_quotas is None else client_quotas
             ),
+            "acls": acl_store.to_json(self._acls if acls is None else acls),
         }
         data = json.dumps(state, indent=1, sort_keys=True).encode("utf-8")
         atomic_write(self._dir / METADATA_FILE, data)
@@ -301,6 +314,14 @@ class EmbeddedMetadata(TopicCache):
             table = quota_store.apply_changes(self._client_quotas, changes)
             await asyncio.to_thread(self._persist, self._topics, self._broker_configs, table)
             self._client_quotas = table
+
+    async def alter_acls(self, add: Sequence[AclBinding], remove: Sequence[AclBinding]) -> None:
+        async with self._lock:
+            acls = acl_store.apply_changes(self._acls, add, remove)
+            if acls == self._acls:
+                return
+            await asyncio.to_thread(self._persist, self._topics, self._broker_configs, None, acls)
+            self._acls = acls
 
     async def create_topic(
         self,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from controller.quota_store import QuotaChange
     from kbroker.quotas import QuotaEntity
+    from kbroker.security.acls import AclBinding
 
 # Kafka's internal topics (Topic.INTERNAL_TOPICS).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -147,6 +148,15 @@ class MetadataBackend(Protocol):
 
     async def alter_client_quotas(self, changes: Sequence[QuotaChange]) -> None:
         """Apply quota changes (a None value removes the key), persisted before return."""
+        ...
+
+    def acls(self) -> frozenset[AclBinding]:
+        """Every ACL (controller/acl_store.py); the same object until ACLs change."""
+        ...
+
+    async def alter_acls(self, add: Sequence[AclBinding], remove: Sequence[AclBinding]) -> None:
+        """Add and remove ACLs, persisted before return; adding an ACL that exists and
+        removing one that does not change nothing."""
         ...
 
     def add_listener(self, callback: TopicListener) -> None: ...
