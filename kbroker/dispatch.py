@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kbroker.busy_time import BusyTimer
 from kbroker.handlers import (
+    acls,
     admin_topics,
     api_versions,
     client_quotas,
@@ -115,6 +116,15 @@ HANDLERS.update(
         ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list_partition_reassignments,
         ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe_client_quotas,
         ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter_client_quotas,
+    }
+)
+
+# ACLs (kbroker/security/acls.py, kbroker/authorization.py).
+HANDLERS.update(
+    {
+        ApiKey.CREATE_ACLS: acls.handle_create_acls,
+        ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
+        ApiKey.DELETE_ACLS: acls.handle_delete_acls,
     }
 )
 
