@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from kbroker import cli_groups, cli_ops, cli_quotas, cli_transactions, logfmt
+from kbroker import cli_acls, cli_groups, cli_ops, cli_quotas, cli_transactions, logfmt
 from kbroker.config import BrokerConfig, ConfigError, resolve_properties
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_ops.register(sub)
     cli_groups.register(sub)
     cli_quotas.register(sub)
+    cli_acls.register(sub)
     cli_transactions.register(sub)
     return parser
 
