@@ -87,14 +87,15 @@ IMPLIED_BY: dict[AclOperation, frozenset[AclOperation]] = {
     Op.DESCRIBE: frozenset({Op.DESCRIBE, Op.READ, Op.WRITE, Op.DELETE, Op.ALTER}),
     Op.DESCRIBE_CONFIGS: frozenset({Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}),
 }
-# The operations each resource type has (Kafka's AclEntry.supportedOperations): what an
-# authorized-operations bitfield is made of.
+# The operations each resource type has (Kafka's AclEntry.supportedOperations, as of 3.9:
+# groups gained the config operations in 4.0, with group configs, which kbroker does not
+# have): what an authorized-operations bitfield is made of.
 SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
     ResourceType.TOPIC: (
         Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE,
         Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
     ),
-    ResourceType.GROUP: (Op.READ, Op.DELETE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+    ResourceType.GROUP: (Op.READ, Op.DELETE, Op.DESCRIBE),
     ResourceType.CLUSTER: (
         Op.CREATE, Op.ALTER, Op.DESCRIBE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS,
         Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE,
