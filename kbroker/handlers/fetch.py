@@ -22,6 +22,10 @@ indexes (kbroker/log/txn_index.py), so it can drop their records; the data is st
 region sent with sendfile. A marker or a high-watermark move changes the LSO and notifies the
 purgatory, which wakes read_committed fetchers as it wakes the others.
 
+Authorization (kbroker/authorization.py), as Kafka's: a consumer needs READ on each topic, a
+follower CLUSTER_ACTION on the cluster; the partitions of a topic refused are answered
+TOPIC_AUTHORIZATION_FAILED.
+
 A fetch with a replica id (>= 0) comes from a follower: it reads up to the log
 end offset rather than the high watermark, and its fetch offset is the
 follower's log end offset, which the leader records once per request (before
@@ -33,6 +37,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from kbroker.authorization import authorize
 from kbroker.handlers.common import (
     LEADER_MOVED,
     READ_COMMITTED,
@@ -44,6 +49,7 @@ from kbroker.handlers.common import (
 from kbroker.handlers.throttling import throttle
 from kbroker.log.file_region import FileRegion
 from kbroker.quotas import CONSUMER_BYTE_RATE
+from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.fetch_request import FetchPartition, FetchRequest
 from wire.messages.fetch_response import (
@@ -161,7 +167,11 @@ def _record_follower_fetch(
 
 
 def _fetch_once(
-    broker: Broker, request: FetchRequest, version: int, names: list[str | None]
+    broker: Broker,
+    request: FetchRequest,
+    version: int,
+    names: list[str | None],
+    denied: frozenset[str],
 ) -> tuple[FetchResponse, int, bool]:
     """One pass over the partitions: the response, its byte count, any error."""
     remaining = request.max_bytes if version >= 3 else INT32_MAX
@@ -171,11 +181,15 @@ def _fetch_once(
     for topic, name in zip(request.topics, names, strict=True):
         partitions: list[PartitionData] = []
         for wanted in topic.partitions:
-            if name is None:
+            if name is None or name in denied:
                 partitions.append(
                     PartitionData(
                         partition_index=wanted.partition,
-                        error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                        error_code=(
+                            ErrorCode.UNKNOWN_TOPIC_ID
+                            if name is None
+                            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                        ),
                         high_watermark=-1,
                         records=b"",
                     )
@@ -236,6 +250,18 @@ async def handle_fetch(
     return _add_leader_hints(broker, response, version) if version >= 12 else response
 
 
+def _denied(broker: Broker, names: list[str | None], *, from_follower: bool) -> frozenset[str]:
+    """The topics this request may not read."""
+    known = {n for n in names if n is not None}
+    if from_follower:
+        if authorize(broker, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return frozenset()
+        return frozenset(known)
+    return frozenset(
+        n for n in known if not authorize(broker, AclOperation.READ, ResourceType.TOPIC, n)
+    )
+
+
 async def _fetch(broker: Broker, request: FetchRequest, version: int) -> FetchResponse:
     if version >= 13:
         names: list[str | None] = []
@@ -245,19 +271,21 @@ async def _fetch(broker: Broker, request: FetchRequest, version: int) -> FetchRe
     else:
         names = [topic.topic for topic in request.topics]
     replica = replica_id_of(request, version)
+    denied = _denied(broker, names, from_follower=replica >= 0)
+    names_allowed = [None if n in denied else n for n in names]
     if replica >= 0:
-        _record_follower_fetch(broker, request, names, replica)
+        _record_follower_fetch(broker, request, names_allowed, replica)
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     keys = [
         (name, wanted.partition)
-        for topic, name in zip(request.topics, names, strict=True)
+        for topic, name in zip(request.topics, names_allowed, strict=True)
         if name is not None
         for wanted in topic.partitions
     ]
     while True:
-        response, total, any_error = _fetch_once(broker, request, version, names)
+        response, total, any_error = _fetch_once(broker, request, version, names, denied)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or any_error or remaining <= 0 or not keys:
             return response
         if not await broker.fetch_purgatory.wait(keys, remaining):
-            return _fetch_once(broker, request, version, names)[0]
+            return _fetch_once(broker, request, version, names, denied)[0]
