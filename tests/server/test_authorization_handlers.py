@@ -21,14 +21,37 @@ from tests.server.conftest import RawClient, broker_config, free_port
 from tests.server.test_data_path import fetch, fetch_request, produce, records
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
+from wire.messages.delete_groups_request import DeleteGroupsRequest
 from wire.messages.describe_cluster_request import DescribeClusterRequest
+from wire.messages.describe_groups_request import DescribeGroupsRequest
+from wire.messages.find_coordinator_request import FindCoordinatorRequest
+from wire.messages.heartbeat_request import HeartbeatRequest
+from wire.messages.join_group_request import JoinGroupRequest
+from wire.messages.leave_group_request import LeaveGroupRequest
+from wire.messages.list_groups_request import ListGroupsRequest
 from wire.messages.list_offsets_request import (
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsTopic,
 )
 from wire.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from wire.messages.offset_commit_request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from wire.messages.offset_fetch_request import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopic,
+)
 from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
+from wire.messages.sync_group_request import SyncGroupRequest
+from wire.messages.txn_offset_commit_request import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
 from wire.records.record import build_batch
 
 Op = AclOperation
@@ -180,3 +203,99 @@ async def test_follower_fetch_needs_cluster_action(secured: tuple[Broker, RawCli
     )
     response = await client.call(ApiKey.FETCH, 12, request)
     assert response.responses[0].partitions[0].error_code != DENIED
+
+
+def _commit(group: str, *topics: str) -> OffsetCommitRequest:
+    return OffsetCommitRequest(
+        group_id=group,
+        topics=[
+            OffsetCommitRequestTopic(
+                name=t,
+                partitions=[OffsetCommitRequestPartition(partition_index=0, committed_offset=5)],
+            )
+            for t in topics
+        ],
+    )
+
+
+def _commit_errors(response: object) -> dict[str, int]:
+    return {t.name: t.partitions[0].error_code for t in response.topics}  # type: ignore[attr-defined]
+
+
+async def test_group_and_offset_apis(secured: tuple[Broker, RawClient]) -> None:
+    broker, client = secured
+    group_denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    wildcard_read = allow(ResourceType.GROUP, "*", Op.READ)
+    topic_acls = [allow(ResourceType.TOPIC, "a", Op.READ)]
+    await broker.metadata.alter_acls([wildcard_read, *topic_acls], [])
+    response = await client.call(ApiKey.OFFSET_COMMIT, 8, _commit("h", "a"))
+    assert _commit_errors(response) == {"a": ErrorCode.NONE}
+    await broker.metadata.alter_acls([], [wildcard_read])
+
+    # No ACL on g: every group API refuses it.
+    find = FindCoordinatorRequest(key="g")
+    assert (await client.call(ApiKey.FIND_COORDINATOR, 3, find)).error_code == group_denied
+    join = JoinGroupRequest(group_id="g", session_timeout_ms=10000, protocol_type="consumer")
+    assert (await client.call(ApiKey.JOIN_GROUP, 5, join)).error_code == group_denied
+    beat = HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
+    assert (await client.call(ApiKey.HEARTBEAT, 3, beat)).error_code == group_denied
+    sync = SyncGroupRequest(group_id="g", generation_id=1, member_id="m")
+    assert (await client.call(ApiKey.SYNC_GROUP, 3, sync)).error_code == group_denied
+    leave = LeaveGroupRequest(group_id="g", member_id="m")
+    assert (await client.call(ApiKey.LEAVE_GROUP, 1, leave)).error_code == group_denied
+    described = await client.call(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=["g"]))
+    assert described.groups[0].error_code == group_denied
+    deleted = await client.call(ApiKey.DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=["h"]))
+    assert deleted.results[0].error_code == group_denied
+    response = await client.call(ApiKey.OFFSET_COMMIT, 8, _commit("g", "a", "b"))
+    assert _commit_errors(response) == {"a": group_denied, "b": group_denied}
+    fetch_v7 = OffsetFetchRequest(group_id="h", topics=None)
+    assert (await client.call(ApiKey.OFFSET_FETCH, 7, fetch_v7)).error_code == group_denied
+    fetch_v8 = OffsetFetchRequest(groups=[OffsetFetchRequestGroup(group_id="h", topics=None)])
+    response = await client.call(ApiKey.OFFSET_FETCH, 8, fetch_v8)
+    assert response.groups[0].error_code == group_denied
+
+    # READ on g (which implies DESCRIBE) and on topic a only.
+    await broker.metadata.alter_acls([allow(ResourceType.GROUP, "g", Op.READ)], [])
+    find_response = await client.call(ApiKey.FIND_COORDINATOR, 3, find)
+    assert find_response.error_code == ErrorCode.NONE
+    response = await client.call(ApiKey.OFFSET_COMMIT, 8, _commit("g", "a", "b"))
+    assert _commit_errors(response) == {"a": ErrorCode.NONE, "b": DENIED}
+    fetch_named = OffsetFetchRequest(
+        group_id="g",
+        topics=[OffsetFetchRequestTopic(name=t, partition_indexes=[0]) for t in ("a", "b")],
+    )
+    response = await client.call(ApiKey.OFFSET_FETCH, 7, fetch_named)
+    fetched = {t.name: (t.partitions[0].committed_offset, t.partitions[0].error_code)
+               for t in response.topics}  # fmt: skip
+    assert fetched == {"a": (5, ErrorCode.NONE), "b": (-1, DENIED)}
+    described = await client.call(
+        ApiKey.DESCRIBE_GROUPS,
+        5,
+        DescribeGroupsRequest(groups=["g"], include_authorized_operations=True),
+    )
+    assert described.groups[0].error_code == ErrorCode.NONE
+    assert described.groups[0].authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
+
+    # ListGroups: the describable groups, or all with DESCRIBE on the cluster.
+    listed = await client.call(ApiKey.LIST_GROUPS, 4, ListGroupsRequest())
+    assert [g.group_id for g in listed.groups] == ["g"]
+    await broker.metadata.alter_acls([allow(ResourceType.CLUSTER, CLUSTER_NAME, Op.DESCRIBE)], [])
+    listed = await client.call(ApiKey.LIST_GROUPS, 4, ListGroupsRequest())
+    assert sorted(g.group_id for g in listed.groups) == ["g", "h"]
+
+    # Transactional ids: FindCoordinator and TxnOffsetCommit need them.
+    txn_find = FindCoordinatorRequest(key="tx", key_type=1)
+    response = await client.call(ApiKey.FIND_COORDINATOR, 3, txn_find)
+    assert response.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    txn_commit = TxnOffsetCommitRequest(
+        transactional_id="tx",
+        group_id="g",
+        topics=[
+            TxnOffsetCommitRequestTopic(
+                name="a", partitions=[TxnOffsetCommitRequestPartition(partition_index=0)]
+            )
+        ],
+    )
+    response = await client.call(ApiKey.TXN_OFFSET_COMMIT, 3, txn_commit)
+    assert _commit_errors(response) == {"a": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
