@@ -61,6 +61,14 @@ def authorize(
     return authorizer.authorize(PRINCIPAL.get(), request_host(), operation, resource_type, name)
 
 
+def authorize_any(broker: Broker, operation: AclOperation, resource_type: ResourceType) -> bool:
+    """May this request's principal do `operation` on some resource of the type?"""
+    authorizer = broker.authorizer
+    if authorizer is None:
+        return True
+    return authorizer.authorize_any(PRINCIPAL.get(), request_host(), operation, resource_type)
+
+
 def authorized_operations(broker: Broker, resource_type: ResourceType, name: str) -> int:
     """The ``*_authorized_operations`` bitfield of the resource for this request's
     principal; every operation the type has without an authorizer, as Kafka answers."""

@@ -299,6 +299,39 @@ class Authorizer:
             return False
         return any(acl.permission == PermissionType.ALLOW for acl in applying)
 
+    def authorize_any(
+        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """May the principal do `operation` on some resource of the type? (Kafka's
+        authorizeByResourceType, which lets an idempotent producer in with WRITE on any
+        topic, KIP-679.) Yes for a super user; no when a DENY for it covers every resource
+        (literal ``*``); otherwise yes when an ALLOW applies to some pattern that no DENY
+        covers, and, when the type has no ACL at all, ``allow.everyone.if.no.acl.found``."""
+        if principal in self.super_users:
+            return True
+        of_type = [acl for acl in self.index().acls if acl.resource_type == resource_type]
+        if not of_type:
+            return self.allow_if_no_acl
+        applying = [
+            acl
+            for acl in of_type
+            if acl.principal in (principal, WILDCARD_PRINCIPAL)
+            and acl.host in (host, WILDCARD)
+            and _grants(acl, operation)
+        ]
+        denials = [acl for acl in applying if acl.permission == PermissionType.DENY]
+        if any(d.pattern_type == PatternType.LITERAL and d.name == WILDCARD for d in denials):
+            return False
+
+        def denied(acl: AclBinding) -> bool:
+            return any(
+                (d.pattern_type == PatternType.LITERAL and d.name == acl.name)
+                or (d.pattern_type == PatternType.PREFIXED and acl.name.startswith(d.name))
+                for d in denials
+            )
+
+        return any(acl.permission == PermissionType.ALLOW and not denied(acl) for acl in applying)
+
     def authorized_operations(
         self, principal: str, host: str, resource_type: ResourceType, name: str
     ) -> int:

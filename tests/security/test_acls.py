@@ -209,3 +209,19 @@ def test_binding_validation() -> None:
     assert AclBindingFilter(operation=Op.UNKNOWN).problem() == "Unknown entryFilter."
     assert AclBindingFilter(pattern_type=PatternType.UNKNOWN).problem() == "Unknown patternFilter."
     assert AclBindingFilter().problem() is None
+
+
+def test_authorize_any_resource_of_a_type() -> None:
+    def any_write(auth: Authorizer, principal: str = ALICE) -> bool:
+        return auth.authorize_any(principal, HOST, Op.WRITE, T.TOPIC)
+
+    assert not any_write(authorizer())
+    assert any_write(authorizer(allow_if_no_acl=True))
+    assert any_write(authorizer(acl("t", Op.WRITE)))
+    assert any_write(authorizer(acl("t", Op.ALL)))
+    assert not any_write(authorizer(acl("t", Op.READ)))
+    assert not any_write(authorizer(acl("t", Op.WRITE)), "User:bob")
+    assert not any_write(authorizer(acl("t", Op.WRITE), acl("*", Op.WRITE, DENY)))
+    assert not any_write(authorizer(acl("t1", Op.WRITE), acl("t", Op.WRITE, DENY, pattern=PRE)))
+    assert any_write(authorizer(acl("t1", Op.WRITE), acl("u", Op.WRITE, DENY, pattern=PRE)))
+    assert any_write(authorizer(super_users={ALICE}))

@@ -21,11 +21,19 @@ from tests.server.conftest import RawClient, broker_config, free_port
 from tests.server.test_data_path import fetch, fetch_request, produce, records
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
+from wire.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from wire.messages.add_partitions_to_txn_request import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+)
 from wire.messages.delete_groups_request import DeleteGroupsRequest
 from wire.messages.describe_cluster_request import DescribeClusterRequest
 from wire.messages.describe_groups_request import DescribeGroupsRequest
+from wire.messages.describe_transactions_request import DescribeTransactionsRequest
+from wire.messages.end_txn_request import EndTxnRequest
 from wire.messages.find_coordinator_request import FindCoordinatorRequest
 from wire.messages.heartbeat_request import HeartbeatRequest
+from wire.messages.init_producer_id_request import InitProducerIdRequest
 from wire.messages.join_group_request import JoinGroupRequest
 from wire.messages.leave_group_request import LeaveGroupRequest
 from wire.messages.list_groups_request import ListGroupsRequest
@@ -34,6 +42,7 @@ from wire.messages.list_offsets_request import (
     ListOffsetsRequest,
     ListOffsetsTopic,
 )
+from wire.messages.list_transactions_request import ListTransactionsRequest
 from wire.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from wire.messages.offset_commit_request import (
     OffsetCommitRequest,
@@ -299,3 +308,63 @@ async def test_group_and_offset_apis(secured: tuple[Broker, RawClient]) -> None:
     )
     response = await client.call(ApiKey.TXN_OFFSET_COMMIT, 3, txn_commit)
     assert _commit_errors(response) == {"a": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+
+
+async def test_producer_ids_and_transactions(secured: tuple[Broker, RawClient]) -> None:
+    broker, client = secured
+    idempotent = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
+    response = await client.call(ApiKey.INIT_PRODUCER_ID, 4, idempotent)
+    assert (response.error_code, response.producer_id) == (
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        -1,
+    )
+    # WRITE on any topic lets an idempotent producer in (KIP-679), as IDEMPOTENT_WRITE does.
+    await broker.metadata.alter_acls([allow(ResourceType.TOPIC, "a", Op.WRITE)], [])
+    response = await client.call(ApiKey.INIT_PRODUCER_ID, 4, idempotent)
+    assert response.error_code == ErrorCode.NONE and response.producer_id >= 0
+
+    txn_denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    transactional = InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000)
+    txn_find = FindCoordinatorRequest(key="tx", key_type=1)
+    assert (await client.call(ApiKey.INIT_PRODUCER_ID, 4, transactional)).error_code == txn_denied
+    add = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="tx",
+        v3_and_below_topics=[AddPartitionsToTxnTopic(name="a", partitions=[0])],
+    )
+    response = await client.call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, add)
+    assert response.results_by_topic_v3_and_below[0].results_by_partition[
+        0
+    ].partition_error_code == (txn_denied)
+    offsets = AddOffsetsToTxnRequest(transactional_id="tx", group_id="g")
+    assert (await client.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, offsets)).error_code == txn_denied
+    end = EndTxnRequest(transactional_id="tx", committed=True)
+    assert (await client.call(ApiKey.END_TXN, 3, end)).error_code == txn_denied
+    describe = DescribeTransactionsRequest(transactional_ids=["tx"])
+    response = await client.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, describe)
+    assert response.transaction_states[0].error_code == txn_denied
+
+    await broker.metadata.alter_acls([allow(ResourceType.TRANSACTIONAL_ID, "tx", Op.WRITE)], [])
+    # WRITE implies DESCRIBE: the coordinator is found (its state topic created).
+    assert (await client.call(ApiKey.FIND_COORDINATOR, 3, txn_find)).error_code == 0
+    response = await client.call(ApiKey.INIT_PRODUCER_ID, 4, transactional)
+    assert response.error_code == ErrorCode.NONE
+    add = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="tx",
+        v3_and_below_producer_id=response.producer_id,
+        v3_and_below_producer_epoch=response.producer_epoch,
+        v3_and_below_topics=[
+            AddPartitionsToTxnTopic(name="a", partitions=[0]),
+            AddPartitionsToTxnTopic(name="b", partitions=[0]),
+        ],
+    )
+    response = await client.call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, add)
+    errors = {
+        t.name: t.results_by_partition[0].partition_error_code
+        for t in response.results_by_topic_v3_and_below
+    }
+    assert errors == {"a": ErrorCode.OPERATION_NOT_ATTEMPTED, "b": DENIED}
+    offsets.producer_id, offsets.producer_epoch = add.v3_and_below_producer_id, 0
+    response = await client.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, offsets)
+    assert response.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    listed = await client.call(ApiKey.LIST_TRANSACTIONS, 0, ListTransactionsRequest())
+    assert [s.transactional_id for s in listed.transaction_states] == ["tx"]
