@@ -43,6 +43,7 @@ def follower_broker() -> Any:
         clock=lambda: 0.0,
         quotas=QuotaManager(dict, clock=lambda: 0.0),
         replica_manager=SimpleNamespace(offline=set()),
+        authorizer=None,
     )
 
 

@@ -26,7 +26,15 @@ from wire.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
 )
+from wire.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
+from wire.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from wire.messages.delete_groups_request import DeleteGroupsRequest
+from wire.messages.delete_records_request import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsTopic,
+)
+from wire.messages.delete_topics_request import DeleteTopicsRequest
 from wire.messages.describe_cluster_request import DescribeClusterRequest
 from wire.messages.describe_groups_request import DescribeGroupsRequest
 from wire.messages.describe_transactions_request import DescribeTransactionsRequest
@@ -53,6 +61,11 @@ from wire.messages.offset_fetch_request import (
     OffsetFetchRequest,
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopic,
+)
+from wire.messages.offset_for_leader_epoch_request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
 )
 from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from wire.messages.sync_group_request import SyncGroupRequest
@@ -368,3 +381,63 @@ async def test_producer_ids_and_transactions(secured: tuple[Broker, RawClient]) 
     assert response.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
     listed = await client.call(ApiKey.LIST_TRANSACTIONS, 0, ListTransactionsRequest())
     assert [s.transactional_id for s in listed.transaction_states] == ["tx"]
+
+
+async def test_topic_administration(secured: tuple[Broker, RawClient]) -> None:
+    broker, client = secured
+
+    async def create(name: str) -> int:
+        request = CreateTopicsRequest(
+            topics=[CreatableTopic(name=name, num_partitions=1, replication_factor=1)]
+        )
+        return (await client.call(ApiKey.CREATE_TOPICS, 5, request)).topics[0].error_code
+
+    assert await create("new") == DENIED
+    await broker.metadata.alter_acls([allow(ResourceType.TOPIC, "new", Op.CREATE)], [])
+    assert await create("new") == ErrorCode.NONE
+    assert await create("other") == DENIED
+    await broker.metadata.alter_acls([allow(ResourceType.CLUSTER, CLUSTER_NAME, Op.CREATE)], [])
+    assert await create("other") == ErrorCode.NONE
+
+    grow = CreatePartitionsRequest(topics=[CreatePartitionsTopic(name="a", count=2)])
+    assert (await client.call(ApiKey.CREATE_PARTITIONS, 1, grow)).results[0].error_code == DENIED
+    records_request = DeleteRecordsRequest(
+        topics=[DeleteRecordsTopic(name="a", partitions=[DeleteRecordsPartition(offset=-1)])]
+    )
+    response = await client.call(ApiKey.DELETE_RECORDS, 1, records_request)
+    assert response.topics[0].partitions[0].error_code == DENIED
+    # Refused whether the topic exists or not.
+    for name in ("a", "missing"):
+        delete = DeleteTopicsRequest(topic_names=[name])
+        response = await client.call(ApiKey.DELETE_TOPICS, 4, delete)
+        assert response.responses[0].error_code == DENIED, name
+    await broker.metadata.alter_acls(
+        [allow(ResourceType.TOPIC, "a", Op.DELETE), allow(ResourceType.TOPIC, "a", Op.ALTER)], []
+    )
+    assert (await client.call(ApiKey.CREATE_PARTITIONS, 1, grow)).results[0].error_code == 0
+    response = await client.call(ApiKey.DELETE_RECORDS, 1, records_request)
+    assert response.topics[0].partitions[0].error_code == ErrorCode.NONE
+    response = await client.call(ApiKey.DELETE_TOPICS, 4, DeleteTopicsRequest(topic_names=["a"]))
+    assert response.responses[0].error_code == ErrorCode.NONE
+
+
+async def test_offset_for_leader_epoch(secured: tuple[Broker, RawClient]) -> None:
+    broker, client = secured
+    request = OffsetForLeaderEpochRequest(
+        replica_id=-1,
+        topics=[
+            OffsetForLeaderTopic(topic=t, partitions=[OffsetForLeaderPartition(partition=0)])
+            for t in ("a", "b")
+        ],
+    )
+
+    async def errors() -> dict[str, int]:
+        response = await client.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, request)
+        return {t.topic: t.partitions[0].error_code for t in response.topics}
+
+    await broker.metadata.alter_acls([allow(ResourceType.TOPIC, "a", Op.DESCRIBE)], [])
+    assert await errors() == {"a": ErrorCode.NONE, "b": DENIED}
+    await broker.metadata.alter_acls(
+        [allow(ResourceType.CLUSTER, CLUSTER_NAME, Op.CLUSTER_ACTION)], []
+    )
+    assert await errors() == {"a": ErrorCode.NONE, "b": ErrorCode.NONE}
