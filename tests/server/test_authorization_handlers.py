@@ -35,12 +35,21 @@ from wire.messages.delete_records_request import (
     DeleteRecordsTopic,
 )
 from wire.messages.delete_topics_request import DeleteTopicsRequest
+from wire.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from wire.messages.describe_cluster_request import DescribeClusterRequest
+from wire.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from wire.messages.describe_groups_request import DescribeGroupsRequest
 from wire.messages.describe_transactions_request import DescribeTransactionsRequest
 from wire.messages.end_txn_request import EndTxnRequest
 from wire.messages.find_coordinator_request import FindCoordinatorRequest
 from wire.messages.heartbeat_request import HeartbeatRequest
+from wire.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    IncrementalAlterConfigsRequest,
+)
+from wire.messages.incremental_alter_configs_request import (
+    AlterConfigsResource as IncrementalResource,
+)
 from wire.messages.init_producer_id_request import InitProducerIdRequest
 from wire.messages.join_group_request import JoinGroupRequest
 from wire.messages.leave_group_request import LeaveGroupRequest
@@ -441,3 +450,45 @@ async def test_offset_for_leader_epoch(secured: tuple[Broker, RawClient]) -> Non
         [allow(ResourceType.CLUSTER, CLUSTER_NAME, Op.CLUSTER_ACTION)], []
     )
     assert await errors() == {"a": ErrorCode.NONE, "b": ErrorCode.NONE}
+
+
+async def test_configs_and_client_quotas(secured: tuple[Broker, RawClient]) -> None:
+    broker, client = secured
+    describe = DescribeConfigsRequest(
+        resources=[
+            DescribeConfigsResource(resource_type=2, resource_name="a", configuration_keys=None),
+            DescribeConfigsResource(resource_type=4, resource_name="0", configuration_keys=None),
+        ]
+    )
+    alter = IncrementalAlterConfigsRequest(
+        resources=[
+            IncrementalResource(
+                resource_type=2,
+                resource_name="a",
+                configs=[AlterableConfig(name="retention.ms", value="1000")],
+            )
+        ]
+    )
+    quotas = DescribeClientQuotasRequest()
+
+    async def errors() -> tuple[list[int], int, int]:
+        described = await client.call(ApiKey.DESCRIBE_CONFIGS, 4, describe)
+        altered = await client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter)
+        quota_error = (await client.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, quotas)).error_code
+        return (
+            [r.error_code for r in described.results],
+            altered.responses[0].error_code,
+            (quota_error),
+        )
+
+    cluster_denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert await errors() == ([DENIED, cluster_denied], DENIED, cluster_denied)
+    await broker.metadata.alter_acls(
+        [
+            allow(ResourceType.TOPIC, "a", Op.ALTER_CONFIGS),
+            allow(ResourceType.CLUSTER, CLUSTER_NAME, Op.DESCRIBE_CONFIGS),
+        ],
+        [],
+    )
+    assert await errors() == ([0, 0], 0, 0)
+    assert broker.metadata.topic("a").configs == {"retention.ms": "1000"}  # type: ignore[union-attr]
