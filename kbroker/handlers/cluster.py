@@ -7,8 +7,9 @@ UNSUPPORTED_ENDPOINT_TYPE as Kafka brokers do. A request for the authorized oper
 (KIP-430) gets the cluster operations the principal may do (all of them without an
 authorizer); otherwise the field keeps its "not requested" value.
 
-DescribeLogDirs reports every log dir with the partitions it holds, their size on disk, offset
-lag 0 (there are no future replicas) and, from v4, the file system's total and usable bytes.
+DescribeLogDirs needs DESCRIBE on the cluster (kbroker/authorization.py); it reports every
+log dir with the partitions it holds, their size on disk, offset lag 0 (there are no future
+replicas) and, from v4, the file system's total and usable bytes.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbroker.authorization import authorized_operations
+from kbroker.authorization import authorize, authorized_operations
 from kbroker.handlers.common import client_brokers
 from kbroker.security.acls import (
     CLUSTER_NAME,
     OPERATIONS_NOT_REQUESTED,
+    AclOperation,
     ResourceType,
     all_operations,
 )
@@ -82,6 +84,11 @@ def _disk_space(directory: Path) -> tuple[int, int] | None:
 async def handle_describe_log_dirs(
     broker: Broker, header: RequestHeader, request: DescribeLogDirsRequest, version: int
 ) -> DescribeLogDirsResponse:
+    if not authorize(broker, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # As Kafka: nothing listed, and the error where the version has the field.
+        return DescribeLogDirsResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED if version >= 3 else 0
+        )
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

@@ -39,7 +39,10 @@ from wire.messages.describe_client_quotas_request import DescribeClientQuotasReq
 from wire.messages.describe_cluster_request import DescribeClusterRequest
 from wire.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from wire.messages.describe_groups_request import DescribeGroupsRequest
+from wire.messages.describe_log_dirs_request import DescribeLogDirsRequest
+from wire.messages.describe_producers_request import DescribeProducersRequest, TopicRequest
 from wire.messages.describe_transactions_request import DescribeTransactionsRequest
+from wire.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions
 from wire.messages.end_txn_request import EndTxnRequest
 from wire.messages.find_coordinator_request import FindCoordinatorRequest
 from wire.messages.heartbeat_request import HeartbeatRequest
@@ -58,6 +61,9 @@ from wire.messages.list_offsets_request import (
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsTopic,
+)
+from wire.messages.list_partition_reassignments_request import (
+    ListPartitionReassignmentsRequest,
 )
 from wire.messages.list_transactions_request import ListTransactionsRequest
 from wire.messages.metadata_request import MetadataRequest, MetadataRequestTopic
@@ -492,3 +498,36 @@ async def test_configs_and_client_quotas(secured: tuple[Broker, RawClient]) -> N
     )
     assert await errors() == ([0, 0], 0, 0)
     assert broker.metadata.topic("a").configs == {"retention.ms": "1000"}  # type: ignore[union-attr]
+
+
+async def test_cluster_operations(secured: tuple[Broker, RawClient]) -> None:
+    broker, client = secured
+    refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    log_dirs = await client.call(ApiKey.DESCRIBE_LOG_DIRS, 3, DescribeLogDirsRequest(topics=None))
+    assert (log_dirs.error_code, log_dirs.results) == (refused, [])
+    elect = ElectLeadersRequest(topic_partitions=[TopicPartitions(topic="a", partitions=[0])])
+    response = await client.call(ApiKey.ELECT_LEADERS, 1, elect)
+    assert response.error_code == refused
+    assert response.replica_election_results[0].partition_result[0].error_code == refused
+    listing = ListPartitionReassignmentsRequest()
+    response = await client.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, listing)
+    assert response.error_code == refused
+    producers = DescribeProducersRequest(topics=[TopicRequest(name="a", partition_indexes=[0])])
+    response = await client.call(ApiKey.DESCRIBE_PRODUCERS, 0, producers)
+    assert response.topics[0].partitions[0].error_code == DENIED
+
+    await broker.metadata.alter_acls(
+        [
+            allow(ResourceType.CLUSTER, CLUSTER_NAME, Op.ALTER),
+            allow(ResourceType.TOPIC, "a", Op.READ),
+        ],
+        [],
+    )
+    log_dirs = await client.call(ApiKey.DESCRIBE_LOG_DIRS, 3, DescribeLogDirsRequest(topics=None))
+    assert log_dirs.error_code == ErrorCode.NONE and log_dirs.results
+    response = await client.call(ApiKey.ELECT_LEADERS, 1, elect)
+    assert response.error_code == ErrorCode.NONE
+    response = await client.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, listing)
+    assert response.error_code == ErrorCode.NONE
+    response = await client.call(ApiKey.DESCRIBE_PRODUCERS, 0, producers)
+    assert response.topics[0].partitions[0].error_code == ErrorCode.NONE
