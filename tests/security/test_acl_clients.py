@@ -1,0 +1,115 @@
+"""ACLs with a stock client (confluent-kafka, librdkafka) against a broker process: the
+admin API creates, describes and deletes them; a principal with READ on one topic and its
+group (and WRITE on it) uses them and is refused everything else with Kafka's errors.
+
+Every connection is User:ANONYMOUS until SASL listeners exist, so the broker first runs
+with User:ANONYMOUS as a super user (to set up), then restarts without it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from compat_tests.broker_process import BrokerProcess
+
+AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+ME = "User:ANONYMOUS"
+
+
+def _acl(kind: ResourceType, name: str, op: AclOperation) -> AclBinding:
+    return AclBinding(kind, name, ResourcePatternType.LITERAL, ME, "*", op, AclPermissionType.ALLOW)
+
+
+def _set_up(admin: AdminClient) -> None:
+    for future in admin.create_topics(
+        [NewTopic("t", 1, 1), NewTopic("u", 1, 1)], operation_timeout=10
+    ).values():
+        future.result(10)
+    bindings = [
+        _acl(ResourceType.TOPIC, "t", AclOperation.READ),
+        _acl(ResourceType.TOPIC, "t", AclOperation.WRITE),
+        _acl(ResourceType.GROUP, "g", AclOperation.READ),
+        _acl(ResourceType.TOPIC, "u", AclOperation.ALTER),
+    ]
+    for future in admin.create_acls(bindings).values():
+        future.result(10)
+    everything = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+        AclPermissionType.ANY,
+    )  # fmt: skip
+    assert sorted(admin.describe_acls(everything).result(10), key=str) == sorted(bindings, key=str)
+    alter_u = AclBindingFilter(
+        ResourceType.TOPIC, "u", ResourcePatternType.MATCH, None, None, AclOperation.ANY,
+        AclPermissionType.ANY,
+    )  # fmt: skip
+    (deleted,) = admin.delete_acls([alter_u]).values()
+    assert deleted.result(10) == [bindings[3]]
+
+
+def test_a_reader_of_one_topic_and_group(tmp_path: Path) -> None:
+    work = tmp_path / "broker"
+    with BrokerProcess(work, overrides={**AUTHORIZER, "super.users": ME}) as broker:
+        _set_up(AdminClient({"bootstrap.servers": broker.bootstrap}))
+    with BrokerProcess(work, port=broker.port, overrides=AUTHORIZER) as broker:
+        bootstrap = broker.bootstrap
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert set(admin.list_topics(timeout=10).topics) == {"t"}
+        read_u = _acl(ResourceType.TOPIC, "u", AclOperation.READ)
+        with pytest.raises(KafkaException) as refused:
+            admin.create_acls([read_u])[read_u].result(10)
+        assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        outcomes: dict[str, int] = {}
+
+        def report(err: KafkaError | None, msg: object) -> None:
+            outcomes[msg.topic()] = err.code() if err else 0  # type: ignore[attr-defined]
+
+        producer.produce("t", b"hello", on_delivery=report)
+        assert producer.flush(20) == 0
+        producer.produce("u", b"nope", on_delivery=report)
+        producer.flush(20)
+        assert outcomes == {"t": 0, "u": KafkaError.TOPIC_AUTHORIZATION_FAILED}
+
+        def consume(group: str) -> tuple[list[bytes], int | None]:
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": group,
+                    "auto.offset.reset": "earliest",
+                }
+            )
+            consumer.subscribe(["t"])
+            values: list[bytes] = []
+            error: int | None = None
+            deadline = time.monotonic() + 30
+            try:
+                while not values and error is None and time.monotonic() < deadline:
+                    msg = consumer.poll(0.5)
+                    if msg is None:
+                        continue
+                    if msg.error():
+                        error = msg.error().code()
+                    else:
+                        values.append(msg.value())
+                if values:
+                    consumer.commit(asynchronous=False)
+            finally:
+                consumer.close()
+            return values, error
+
+        assert consume("g") == ([b"hello"], None)
+        assert consume("h") == ([], KafkaError.GROUP_AUTHORIZATION_FAILED)
