@@ -17,11 +17,15 @@ log dir and survives restarts. Files:
       "broker_configs": {"log.retention.ms": "1000"},
       "client_quotas": [{"entity": [["user", "alice"]],
                          "quotas": {"producer_byte_rate": 1048576.0}}],
-      "scram_credentials": {"alice": {"SCRAM-SHA-256": "salt=...,stored_key=...,..."}}
+      "scram_credentials": {"alice": {"SCRAM-SHA-256": "salt=...,stored_key=...,..."}},
+      "acls": [{"resource_type": "Topic", "name": "t", "pattern_type": "Literal",
+                "principal": "User:alice", "host": "*", "operation": "Read",
+                "permission_type": "Allow"}]
     }
 
-``client_quotas`` (controller/quota_store.py) and ``scram_credentials``
-(controller/credential_store.py) may be absent in older files.
+``client_quotas`` (controller/quota_store.py), ``scram_credentials``
+(controller/credential_store.py) and ``acls`` (controller/acl_store.py) may be absent in older
+files.
 
 It is replaced whole on every change: written to ``__kbroker_metadata.json.tmp``, fsynced,
 renamed over the old file, then the directory is fsynced (DESIGN rule 6), so a crash leaves
@@ -45,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from controller import credential_store, quota_store
+from controller import acl_store, credential_store, quota_store
 from controller.credential_store import CredentialTable, ScramChange
 from controller.interface import (
     BrokerInfo,
@@ -64,6 +68,7 @@ from kbroker.config import (
     validate_topic_configs,
 )
 from kbroker.quotas import QuotaEntity
+from kbroker.security.acls import AclBinding
 from kbroker.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
@@ -154,6 +159,7 @@ class EmbeddedMetadata(TopicCache):
         self._broker_configs: dict[str, str] = {}
         self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._scram: dict[str, dict[str, ScramCredential]] = {}
+        self._acls: frozenset[AclBinding] = frozenset()
         self._lock = asyncio.Lock()
         self._me = self._own_info()
 
@@ -194,6 +200,9 @@ class EmbeddedMetadata(TopicCache):
     def scram_credentials(self) -> CredentialTable:
         return self._scram
 
+    def acls(self) -> frozenset[AclBinding]:
+        return self._acls
+
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -223,12 +232,14 @@ class EmbeddedMetadata(TopicCache):
                 # Absent in files written before client quotas existed.
                 client_quotas = quota_store.from_json(state.get("client_quotas", []))
                 scram = credential_store.from_json(state.get("scram_credentials", {}))
+                acls = acl_store.from_json(state.get("acls", []))
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 raise MetadataStoreError(f"cannot read {path}: {e}") from e
             self._publish_topics({t.name: t for t in topics})
             self._broker_configs = broker_configs
             self._client_quotas = client_quotas
             self._scram = scram
+            self._acls = acls
             stored_ids.add(cluster_id)
         if len(stored_ids) > 1:
             raise MetadataStoreError(
@@ -276,6 +287,7 @@ class EmbeddedMetadata(TopicCache):
         broker_configs: Mapping[str, str],
         client_quotas: Mapping[QuotaEntity, Mapping[str, float]] | None = None,
         scram: CredentialTable | None = None,
+        acls: frozenset[AclBinding] | None = None,
     ) -> None:
         state = {
             "version": FORMAT_VERSION,
@@ -286,6 +298,7 @@ class EmbeddedMetadata(TopicCache):
                 self._client_quotas if client_quotas is None else client_quotas
             ),
             "scram_credentials": credential_store.to_json(self._scram if scram is None else scram),
+            "acls": acl_store.to_json(self._acls if acls is None else acls),
         }
         data = json.dumps(state, indent=1, sort_keys=True).encode("utf-8")
         atomic_write(self._dir / METADATA_FILE, data)
@@ -317,8 +330,16 @@ class EmbeddedMetadata(TopicCache):
     async def alter_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
         async with self._lock:
             table = credential_store.apply_changes(self._scram, changes)
-            await asyncio.to_thread(self._persist, self._topics, self._broker_configs, None, table)
+            await asyncio.to_thread(self._persist, self._topics, self._broker_configs, scram=table)
             self._scram = table
+
+    async def alter_acls(self, add: Sequence[AclBinding], remove: Sequence[AclBinding]) -> None:
+        async with self._lock:
+            acls = acl_store.apply_changes(self._acls, add, remove)
+            if acls == self._acls:
+                return
+            await asyncio.to_thread(self._persist, self._topics, self._broker_configs, acls=acls)
+            self._acls = acls
 
     async def create_topic(
         self,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from controller.credential_store import CredentialTable, ScramChange
     from controller.quota_store import QuotaChange
     from kbroker.quotas import QuotaEntity
+    from kbroker.security.acls import AclBinding
 
 # Kafka's internal topics (Topic.INTERNAL_TOPICS).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -156,6 +157,15 @@ class MetadataBackend(Protocol):
 
     async def alter_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
         """Add, replace or delete credentials, persisted before return."""
+        ...
+
+    def acls(self) -> frozenset[AclBinding]:
+        """Every ACL (controller/acl_store.py); the same object until ACLs change."""
+        ...
+
+    async def alter_acls(self, add: Sequence[AclBinding], remove: Sequence[AclBinding]) -> None:
+        """Add and remove ACLs, persisted before return; adding an ACL that exists and
+        removing one that does not change nothing."""
         ...
 
     def add_listener(self, callback: TopicListener) -> None: ...

@@ -51,7 +51,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
-from controller import credential_store, decisions, quota_store, zk_paths
+from controller import acl_store, credential_store, decisions, quota_store, zk_paths
 from controller.credential_store import CredentialTable, ScramChange
 from controller.embedded import kafka_uuid_string, random_kafka_uuid
 from controller.interface import (
@@ -67,6 +67,7 @@ from controller.topic_plans import plan_partitions, plan_topic
 from controller.zk_paths import PartitionState
 from kbroker.config import BrokerConfig, validate_dynamic_broker_configs, validate_topic_configs
 from kbroker.quotas import CLIENT_ID, IP, USER, QuotaEntity
+from kbroker.security.acls import AclBinding, ResourceType
 from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kbroker.security.scram import ScramCredential
 from wire.errors import ErrorCode, KafkaError
@@ -100,6 +101,7 @@ class Snapshot:
     broker_configs: dict[str, str] = field(default_factory=dict)
     client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
     scram: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
+    acls: frozenset[AclBinding] = frozenset()
     topic_versions: dict[str, int] = field(default_factory=dict)
     moving: dict[TopicPartition, decisions.Reassignment] = field(default_factory=dict)
 
@@ -154,6 +156,9 @@ class ZkMetadata(TopicCache):
 
     def scram_credentials(self) -> CredentialTable:
         return self._snapshot.scram
+
+    def acls(self) -> frozenset[AclBinding]:
+        return self._snapshot.acls
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -288,7 +293,7 @@ class ZkMetadata(TopicCache):
         return None if client_id is None else int(client_id[0])
 
     def _prepare(self) -> None:
-        for path in zk_paths.PERSISTENT_PATHS:
+        for path in (*zk_paths.PERSISTENT_PATHS, *acl_store.PATHS):
             self._zk.ensure_path(path)
         try:
             self._zk.create(
@@ -404,7 +409,38 @@ class ZkMetadata(TopicCache):
         if snap.client_quotas == self._snapshot.client_quotas:
             # Unchanged: keep the object, which the quota manager compares by identity.
             snap.client_quotas = self._snapshot.client_quotas
+        snap.acls = self._read_acls()
+        if snap.acls == self._snapshot.acls:
+            # Unchanged: keep the object, which the authorizer's index compares by identity.
+            snap.acls = self._snapshot.acls
         return snap
+
+    def _read_acls(self) -> frozenset[AclBinding]:
+        """Every ACL znode (controller/acl_store.py), watched, so that a change made
+        through any broker (or Kafka's tools) reaches this one at once."""
+        zk = self._zk
+        watch = self._watch
+        out: set[AclBinding] = set()
+        for pattern_type, root in acl_store.ROOTS:
+            for type_node in zk.get_children(root, watch=watch):
+                resource_type = acl_store.parse_resource_type(type_node)
+                try:
+                    names = zk.get_children(f"{root}/{type_node}", watch=watch)
+                except NoNodeError:
+                    continue
+                if resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
+                    log.warning("ignoring ACLs of unknown resource type %s", type_node)
+                    continue
+                for name in names:
+                    path = f"{root}/{type_node}/{name}"
+                    try:
+                        data, _ = zk.get(path, watch=watch)
+                        out |= acl_store.decode_acls(data, (resource_type, name, pattern_type))
+                    except NoNodeError:
+                        continue
+                    except ValueError as exc:
+                        log.warning("ignoring unreadable ACL znode %s: %s", path, exc)
+        return frozenset(out)
 
     def _read_user_configs(
         self,
@@ -1031,6 +1067,40 @@ class ZkMetadata(TopicCache):
 
     def _write_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
         credential_store.write_to_zookeeper(self._zk, changes)
+
+    async def alter_acls(self, add: Sequence[AclBinding], remove: Sequence[AclBinding]) -> None:
+        await self._zk_call(self._write_acls, add, remove)
+        await self._refresh_after_write()
+
+    def _write_acls(self, add: Sequence[AclBinding], remove: Sequence[AclBinding]) -> None:
+        """Each affected pattern's znode is read, changed and written back conditionally on
+        its version (another broker may change it at the same time), then announced."""
+        adding = acl_store.by_pattern(add)
+        removing = acl_store.by_pattern(remove)
+        for pattern in sorted({*adding, *removing}, key=repr):
+            path = acl_store.resource_path(pattern)
+            while True:
+                try:
+                    data, stat = self._zk.get(path)
+                    version: int | None = stat.version
+                    current = acl_store.decode_acls(data, pattern)
+                except NoNodeError:
+                    version, current = None, set()
+                wanted = (current - removing.get(pattern, set())) | adding.get(pattern, set())
+                if wanted == current:
+                    break
+                try:
+                    if version is None:
+                        self._zk.create(path, acl_store.encode_acls(wanted), makepath=True)
+                    elif wanted:
+                        self._zk.set(path, acl_store.encode_acls(wanted), version=version)
+                    else:
+                        self._zk.delete(path, version=version)
+                except (BadVersionError, NodeExistsError, NoNodeError):
+                    continue
+                prefix, event = acl_store.change_notification(pattern)
+                self._zk.create(prefix, event, sequence=True, makepath=True)
+                break
 
 
 # Offsets stored by ZooKeeper-based consumers: /consumers/<group>/offsets/<topic>/<partition>.

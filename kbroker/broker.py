@@ -28,6 +28,7 @@ from typing import TypeVar
 from controller.embedded import EmbeddedMetadata
 from controller.interface import Endpoint, MetadataBackend, TopicInfo
 from controller.zk_backend import ZkMetadata
+from kbroker.authorization import build_authorizer
 from kbroker.config import (
     BrokerConfig,
     ConfigError,
@@ -167,6 +168,8 @@ class Broker:
             window_seconds=config.get("quota.window.size.seconds"),
             clock=time.monotonic,
         )
+        # ACL authorization (kbroker/authorization.py); None: every request is allowed.
+        self.authorizer = build_authorizer(config, self.metadata.acls)
         self.dispatcher = Dispatcher(self)
         self.group_coordinator = GroupCoordinator(self)
         self.txn_coordinator = TransactionCoordinator(self)

@@ -158,6 +158,13 @@ CLEANUP_POLICIES = ("compact", "delete")
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+AUTHORIZER_CLASSES = (
+    "",
+    "kafka.security.authorizer.AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    # The name AclAuthorizer had before Kafka 2.4 (KIP-504).
+    "kafka.security.auth.SimpleAclAuthorizer",
+)
 MAX_LONG = str(INT64_MAX)
 
 BROKER_DEFS: dict[str, ConfigDef] = _defs(
@@ -178,7 +185,11 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("inter.broker.protocol.version", STR, None),
     ConfigDef("create.topic.policy.class.name", CLASS, None),
     ConfigDef("alter.config.policy.class.name", CLASS, None),
-    ConfigDef("authorizer.class.name", STR, ""),
+    # Kafka's ACL authorizers, all served by kbroker/security/acls.py; empty: none (every
+    # request allowed, the ACL APIs answer SECURITY_DISABLED).
+    ConfigDef("authorizer.class.name", STR, "", choices=AUTHORIZER_CLASSES),
+    ConfigDef("super.users", STR, None),
+    ConfigDef("allow.everyone.if.no.acl.found", BOOL, "false"),
     ConfigDef("metric.reporters", LIST, ""),
     ConfigDef("metrics.num.samples", INT, "2", min=1),
     ConfigDef("metrics.sample.window.ms", LONG, "30000", min=1),
@@ -383,7 +394,6 @@ NO_EFFECT_YET: frozenset[str] = frozenset(
         "inter.broker.protocol.version",
         "create.topic.policy.class.name",
         "alter.config.policy.class.name",
-        "authorizer.class.name",
         "metric.reporters",
         "metrics.num.samples",
         "metrics.sample.window.ms",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kbroker.busy_time import BusyTimer
 from kbroker.handlers import (
+    acls,
     admin_topics,
     api_versions,
     client_quotas,
@@ -128,6 +129,15 @@ HANDLERS.update(
             scram_users.handle_describe_user_scram_credentials
         ),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_users.handle_alter_user_scram_credentials,
+    }
+)
+
+# ACLs (kbroker/security/acls.py, kbroker/authorization.py).
+HANDLERS.update(
+    {
+        ApiKey.CREATE_ACLS: acls.handle_create_acls,
+        ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
+        ApiKey.DELETE_ACLS: acls.handle_delete_acls,
     }
 )
 

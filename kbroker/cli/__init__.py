@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from kbroker import logfmt
-from kbroker.cli import cluster, console, groups, quotas, topics, transactions, users
+from kbroker.cli import acls, cluster, console, groups, quotas, topics, transactions, users
 from kbroker.config import BrokerConfig, ConfigError, resolve_properties
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="logging threshold (default INFO)",
     )
     start.set_defaults(func=_start)
-    for commands in (topics, console, cluster, groups, quotas, transactions, users):
+    for commands in (topics, console, cluster, groups, quotas, acls, transactions, users):
         commands.register(sub)
     return parser
 

@@ -4,6 +4,11 @@ backend (which persists the change and tells the broker to create or delete logs
 Each topic succeeds or fails on its own; the error goes into that topic's result, with a
 message where the version has the field. A topic named more than once in one request is
 refused with INVALID_REQUEST, as Kafka does.
+
+Authorization (kbroker/authorization.py), as Kafka's, before anything else about the topic
+(so that a refusal tells nothing about its existence): creating needs CREATE on the cluster
+or the topic, deleting DELETE on the topic, adding partitions ALTER on the topic; a topic
+refused is TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kbroker.authorization import authorize
 from kbroker.config import describe_topic_configs
 from kbroker.handlers.throttling import MutationQuota
+from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
 from wire.messages.create_partitions_response import (
@@ -36,6 +43,12 @@ if TYPE_CHECKING:
 
     from controller.interface import TopicInfo
     from kbroker.broker import Broker
+
+
+def _refused(broker: Broker, operation: AclOperation, topic: str) -> KafkaError | None:
+    if authorize(broker, operation, ResourceType.TOPIC, topic):
+        return None
+    return KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
 
 
 def _duplicates(names: Iterable[object]) -> set[object]:
@@ -105,6 +118,7 @@ async def handle_create_topics(
     results: list[CreatableTopicResult] = []
     reported: set[str] = set()
     quota = MutationQuota(broker, header, strict=version >= 6)
+    may_create_any = authorize(broker, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
     for topic in request.topics:
         if topic.name in duplicates:
             if topic.name not in reported:
@@ -113,6 +127,10 @@ async def handle_create_topics(
                     ErrorCode.INVALID_REQUEST, f"Topic {topic.name!r} is named more than once"
                 )
                 results.append(_create_failed(topic.name, error, version))
+            continue
+        refusal = None if may_create_any else _refused(broker, AclOperation.CREATE, topic.name)
+        if refusal is not None:
+            results.append(_create_failed(topic.name, refusal, version))
             continue
         try:
             quota.check()
@@ -160,7 +178,13 @@ async def _delete_one(
         if info is None:
             error = KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"No topic with id {topic_id}")
             return _delete_result(None, topic_id, version, error)
+        refusal = _refused(broker, AclOperation.DELETE, info.name)
+        if refusal is not None:
+            return _delete_result(None, topic_id, version, refusal)
     else:
+        refusal = _refused(broker, AclOperation.DELETE, name)
+        if refusal is not None:
+            return _delete_result(name, topic_id, version, refusal)
         info = broker.metadata.topic(name)
         if info is None:
             error = KafkaError(
@@ -210,6 +234,11 @@ async def _grow(
     broker: Broker, topic: CreatePartitionsTopic, validate_only: bool, quota: MutationQuota
 ) -> CreatePartitionsTopicResult:
     # An empty assignment list is taken as "no assignment", like a null one.
+    refusal = _refused(broker, AclOperation.ALTER, topic.name)
+    if refusal is not None:
+        return CreatePartitionsTopicResult(
+            name=topic.name, error_code=refusal.code, error_message=refusal.message
+        )
     assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments else None
     existing = broker.metadata.topic(topic.name)
     try:

@@ -7,6 +7,8 @@ default; ``strict`` keeps only entities with exactly the filtered types. Alter v
 each entry on its own (INVALID_REQUEST for unknown or repeated entity types, keys that do
 not apply to the entity, values that are not positive), then applies the valid ones
 unless ``validate_only``. Quotas live in the metadata backend (controller/quota_store.py).
+Describing needs DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS (else
+CLUSTER_AUTHORIZATION_FAILED), as in Kafka.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Container
 from typing import TYPE_CHECKING
 
 from controller.quota_store import QuotaChange
+from kbroker.authorization import authorize
 from kbroker.quotas import (
     CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
@@ -24,6 +27,7 @@ from kbroker.quotas import (
     QuotaEntity,
     valid_keys,
 )
+from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import alter_client_quotas_response as alter_out
 from wire.messages import describe_client_quotas_response as describe_out
@@ -45,6 +49,10 @@ def _invalid(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_REQUEST, message)
 
 
+def _may(broker: Broker, operation: AclOperation) -> bool:
+    return authorize(broker, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
 def _check_entity_type(entity_type: str, seen: Container[str]) -> None:
     if entity_type not in ENTITY_TYPES:
         raise _invalid(f"Custom entity type {entity_type!r} not supported")
@@ -56,6 +64,8 @@ async def handle_describe_client_quotas(
     broker: Broker, header: RequestHeader, request: DescribeClientQuotasRequest, version: int
 ) -> describe_out.DescribeClientQuotasResponse:
     try:
+        if not _may(broker, AclOperation.DESCRIBE_CONFIGS):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
         wanted: dict[str, tuple[int, str | None]] = {}
         for component in request.components:
             _check_entity_type(component.entity_type, wanted)
@@ -130,12 +140,15 @@ async def handle_alter_client_quotas(
 ) -> alter_out.AlterClientQuotasResponse:
     results: list[alter_out.EntryData] = []
     changes: list[QuotaChange] = []
+    allowed = _may(broker, AclOperation.ALTER_CONFIGS)
     for entry in request.entries:
         entity = [
             alter_out.EntityData(entity_type=p.entity_type, entity_name=p.entity_name)
             for p in entry.entity
         ]
         try:
+            if not allowed:
+                raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
             changes.append(_change(entry))
         except KafkaError as exc:
             results.append(

@@ -3,12 +3,13 @@
 DescribeCluster lists the brokers from the metadata backend, with the addresses of the
 listener the request came through. Only the BROKER endpoint type
 (1) is served: a broker asked for controller endpoints (KIP-919, type 2) answers
-UNSUPPORTED_ENDPOINT_TYPE as Kafka brokers do. Without an authorizer every cluster operation
-is allowed, so a request for the authorized operations gets all the cluster ones (KIP-430);
-otherwise the field keeps its "not requested" value.
+UNSUPPORTED_ENDPOINT_TYPE as Kafka brokers do. A request for the authorized operations
+(KIP-430) gets the cluster operations the principal may do (all of them without an
+authorizer); otherwise the field keeps its "not requested" value.
 
-DescribeLogDirs reports every log dir with the partitions it holds, their size on disk, offset
-lag 0 (there are no future replicas) and, from v4, the file system's total and usable bytes.
+DescribeLogDirs needs DESCRIBE on the cluster (kbroker/authorization.py); it reports every
+log dir with the partitions it holds, their size on disk, offset lag 0 (there are no future
+replicas) and, from v4, the file system's total and usable bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbroker.authorization import authorize, authorized_operations
 from kbroker.handlers.common import client_brokers
+from kbroker.security.acls import (
+    CLUSTER_NAME,
+    OPERATIONS_NOT_REQUESTED,
+    AclOperation,
+    ResourceType,
+    all_operations,
+)
 from wire.errors import ErrorCode
 from wire.messages.describe_cluster_request import DescribeClusterRequest
 from wire.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
@@ -36,18 +45,8 @@ if TYPE_CHECKING:
 
 ENDPOINT_TYPE_BROKER = 1
 
-# AclOperation codes of the operations that apply to the CLUSTER resource.
-_CLUSTER_OPERATIONS = {
-    "CREATE": 5,
-    "ALTER": 7,
-    "DESCRIBE": 8,
-    "CLUSTER_ACTION": 9,
-    "DESCRIBE_CONFIGS": 10,
-    "ALTER_CONFIGS": 11,
-    "IDEMPOTENT_WRITE": 12,
-}
-ALL_CLUSTER_OPERATIONS = sum(1 << code for code in _CLUSTER_OPERATIONS.values())
-OPERATIONS_NOT_REQUESTED = -(2**31)
+# What a request for the authorized operations gets without an authorizer.
+ALL_CLUSTER_OPERATIONS = all_operations(ResourceType.CLUSTER)
 
 
 async def handle_describe_cluster(
@@ -67,7 +66,7 @@ async def handle_describe_cluster(
             for b in client_brokers(broker)
         ],
         cluster_authorized_operations=(
-            ALL_CLUSTER_OPERATIONS
+            authorized_operations(broker, ResourceType.CLUSTER, CLUSTER_NAME)
             if request.include_cluster_authorized_operations
             else OPERATIONS_NOT_REQUESTED
         ),
@@ -85,6 +84,11 @@ def _disk_space(directory: Path) -> tuple[int, int] | None:
 async def handle_describe_log_dirs(
     broker: Broker, header: RequestHeader, request: DescribeLogDirsRequest, version: int
 ) -> DescribeLogDirsResponse:
+    if not authorize(broker, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # As Kafka: nothing listed, and the error where the version has the field.
+        return DescribeLogDirsResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED if version >= 3 else 0
+        )
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

@@ -8,6 +8,10 @@ AlterConfigs replaces a resource's whole override set (KIP-133); IncrementalAlte
 applies SET / DELETE / APPEND / SUBTRACT per config (KIP-339), APPEND and SUBTRACT only to
 list-typed configs. Topic config errors are INVALID_CONFIG; broker config errors are
 INVALID_REQUEST, as Kafka answers them. ``validate_only`` checks without changing anything.
+
+Authorization (kbroker/authorization.py), as Kafka's: describing needs DESCRIBE_CONFIGS and
+altering ALTER_CONFIGS, on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for a broker, on
+the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from controller.validation import validate_topic_name
+from kbroker.authorization import authorize
 from kbroker.config import (
     ConfigEntry,
     describe_broker_configs,
@@ -26,6 +31,7 @@ from kbroker.config import (
     validate_topic_configs,
 )
 from kbroker.config_defs import BROKER_DEFS, TOPIC_DEFS, ConfigDef, ConfigSource, ConfigType
+from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
 from wire.messages.alter_configs_response import (
@@ -96,7 +102,19 @@ def _check_broker_name(broker: Broker, name: str) -> None:
 # --- DescribeConfigs ------------------------------------------------------------------------
 
 
+def _check_access(broker: Broker, operation: AclOperation, resource_type: int, name: str) -> None:
+    if resource_type == TOPIC:
+        if not authorize(broker, operation, ResourceType.TOPIC, name):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+    elif resource_type == BROKER:
+        if not authorize(broker, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
+
+
 def _describe_entries(broker: Broker, resource: DescribeConfigsResource) -> list[ConfigEntry]:
+    _check_access(
+        broker, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+    )
     if resource.resource_type == TOPIC:
         overrides = _existing_topic(broker, resource.resource_name)
         return describe_topic_configs(overrides, broker.config, broker.metadata.broker_configs())
@@ -236,6 +254,9 @@ async def handle_alter_configs(
     broker: Broker, header: RequestHeader, request: AlterConfigsRequest, version: int
 ) -> AlterConfigsResponse:
     async def replace(resource: AlterConfigsResource) -> None:
+        _check_access(
+            broker, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name
+        )
         configs = {c.name: c.value for c in resource.configs}
         await _replace_configs(
             broker,
@@ -365,6 +386,9 @@ async def handle_incremental_alter_configs(
     broker: Broker, header: RequestHeader, request: IncrementalAlterConfigsRequest, version: int
 ) -> IncrementalAlterConfigsResponse:
     async def alter(resource: IncrementalResource) -> None:
+        _check_access(
+            broker, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name
+        )
         await _alter_incrementally(
             broker,
             resource.resource_type,

@@ -2,14 +2,17 @@
 
 Offset -1 means the high watermark. An offset past the high watermark is
 OFFSET_OUT_OF_RANGE; records before the new start are no longer served, and
-whole segments below it are removed by the log.
+whole segments below it are removed by the log. It needs DELETE on the topic
+(TOPIC_AUTHORIZATION_FAILED, kbroker/authorization.py), as in Kafka.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbroker.authorization import authorize
 from kbroker.handlers.common import leader_partition
+from kbroker.security.acls import AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.delete_records_request import DeleteRecordsPartition, DeleteRecordsRequest
 from wire.messages.delete_records_response import (
@@ -29,6 +32,8 @@ def _delete(
     broker: Broker, topic: str, wanted: DeleteRecordsPartition
 ) -> DeleteRecordsPartitionResult:
     try:
+        if not authorize(broker, AclOperation.DELETE, ResourceType.TOPIC, topic):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         partition = leader_partition(broker, topic, wanted.partition_index)
         offset = partition.high_watermark if wanted.offset == HIGH_WATERMARK else wanted.offset
         if not 0 <= offset <= partition.high_watermark:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbroker.authorization import authorize
 from kbroker.handlers.common import leader_partition
+from kbroker.security.acls import AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.describe_producers_request import DescribeProducersRequest
 from wire.messages.describe_producers_response import (
@@ -29,6 +31,9 @@ if TYPE_CHECKING:
 
 def _describe(broker: Broker, topic: str, index: int) -> PartitionResponse:
     try:
+        # READ on the topic, as Kafka asks (kbroker/authorization.py).
+        if not authorize(broker, AclOperation.READ, ResourceType.TOPIC, topic):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         partition = leader_partition(broker, topic, index)
     except KafkaError as exc:
         return PartitionResponse(partition_index=index, error_code=exc.code)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from kbroker.authorization import authorize
+from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode
 from wire.messages.elect_leaders_request import ElectLeadersRequest
 from wire.messages.elect_leaders_response import (
@@ -49,6 +51,11 @@ def _requested(broker: Broker, request: ElectLeadersRequest) -> list[TopicPartit
 async def handle_elect_leaders(
     broker: Broker, header: RequestHeader, request: ElectLeadersRequest, version: int
 ) -> ElectLeadersResponse:
+    if not authorize(broker, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        # ALTER on the cluster, as Kafka asks (kbroker/authorization.py).
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        asked = [(t.topic, p) for t in request.topic_partitions or () for p in t.partitions]
+        return _response(dict.fromkeys(asked, refused), version, refused)
     if isinstance(broker.metadata, LeaderElector) and not broker.metadata.is_controller():
         # Elections are the controller's: clients send them where Metadata says it is.
         asked = [(t.topic, p) for t in request.topic_partitions or () for p in t.partitions]

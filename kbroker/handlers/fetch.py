@@ -16,6 +16,10 @@ Incremental fetch sessions (KIP-227, v7+, kbroker/fetch_sessions.py): an increme
 request is widened to every partition of its session and fetched as a full one, then the
 answer keeps only the partitions with something new.
 
+Authorization (kbroker/authorization.py), as Kafka's: a consumer needs READ on each topic, a
+follower CLUSTER_ACTION on the cluster; the partitions of a topic refused are answered
+TOPIC_AUTHORIZATION_FAILED.
+
 Transactions (KIP-98): every answer carries the partition's last stable offset (LSO).
 A consumer with isolation_level 1 (read_committed, v4+) reads only below the LSO and
 gets the aborted transactions overlapping the offsets returned, from the aborted-transaction
@@ -36,6 +40,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kbroker.authorization import authorize
 from kbroker.fetch_sessions import FetchContext
 from kbroker.handlers.common import (
     LEADER_MOVED,
@@ -48,6 +53,7 @@ from kbroker.handlers.common import (
 from kbroker.handlers.throttling import throttle
 from kbroker.log.file_region import FileRegion
 from kbroker.quotas import CONSUMER_BYTE_RATE
+from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.fetch_request import FetchPartition, FetchRequest
 from wire.messages.fetch_response import (
@@ -169,6 +175,7 @@ def _fetch_once(
     request: FetchRequest,
     version: int,
     names: list[str | None],
+    denied: frozenset[str],
     idle: Callable[[str, FetchPartition], bool] | None = None,
 ) -> tuple[FetchResponse, int, bool]:
     """One pass over the partitions: the response, its byte count, any error."""
@@ -179,11 +186,15 @@ def _fetch_once(
     for topic, name in zip(request.topics, names, strict=True):
         partitions: list[PartitionData] = []
         for wanted in topic.partitions:
-            if name is None:
+            if name is None or name in denied:
                 partitions.append(
                     PartitionData(
                         partition_index=wanted.partition,
-                        error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                        error_code=(
+                            ErrorCode.UNKNOWN_TOPIC_ID
+                            if name is None
+                            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                        ),
                         high_watermark=-1,
                         records=b"",
                     )
@@ -281,6 +292,18 @@ def _idle(
     return context.idle((name, wanted.partition), current, end, wanted.fetch_offset)
 
 
+def _denied(broker: Broker, names: list[str | None], *, from_follower: bool) -> frozenset[str]:
+    """The topics this request may not read."""
+    known = {n for n in names if n is not None}
+    if from_follower:
+        if authorize(broker, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return frozenset()
+        return frozenset(known)
+    return frozenset(
+        n for n in known if not authorize(broker, AclOperation.READ, ResourceType.TOPIC, n)
+    )
+
+
 def _topic_names(broker: Broker, request: FetchRequest, version: int) -> list[str | None]:
     """The request's topic names (v13+ names topics by id: None where the id is unknown)."""
     if version < 13:
@@ -301,19 +324,21 @@ async def _fetch(
 ) -> FetchResponse:
     """``idle``: partitions of an incremental session with nothing new, left unread."""
     replica = replica_id_of(request, version)
+    denied = _denied(broker, names, from_follower=replica >= 0)
+    names_allowed = [None if n in denied else n for n in names]
     if replica >= 0:
-        _record_follower_fetch(broker, request, names, replica)
+        _record_follower_fetch(broker, request, names_allowed, replica)
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     keys = [
         (name, wanted.partition)
-        for topic, name in zip(request.topics, names, strict=True)
+        for topic, name in zip(request.topics, names_allowed, strict=True)
         if name is not None
         for wanted in topic.partitions
     ]
     while True:
-        response, total, any_error = _fetch_once(broker, request, version, names, idle)
+        response, total, any_error = _fetch_once(broker, request, version, names, denied, idle)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or any_error or remaining <= 0 or not keys:
             return response
         if not await broker.fetch_purgatory.wait(keys, remaining):
-            return _fetch_once(broker, request, version, names, idle)[0]
+            return _fetch_once(broker, request, version, names, denied, idle)[0]

@@ -3,13 +3,26 @@ DescribeGroups, ListGroups, DeleteGroups.
 
 Each handler translates between the wire messages of every version and the coordinator
 (``kbroker.group.coordinator``); the group logic itself lives in the pure state machine.
+
+Authorization (kbroker/authorization.py), as Kafka's: finding a coordinator needs DESCRIBE
+on the group or transactional id; joining, syncing, heartbeats and leaving READ on the
+group; describing DESCRIBE; deleting DELETE (GROUP_AUTHORIZATION_FAILED, or
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional id). ListGroups lists every group
+with DESCRIBE on the cluster, else the groups the principal may describe.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbroker.authorization import authorize, authorized_operations
 from kbroker.group.events import GroupState, JoinRequest, SyncRequest
+from kbroker.security.acls import (
+    CLUSTER_NAME,
+    OPERATIONS_NOT_REQUESTED,
+    AclOperation,
+    ResourceType,
+)
 from kbroker.server.connection import CLIENT_HOST, LISTENER_NAME
 from wire.errors import ErrorCode
 from wire.messages.delete_groups_request import DeleteGroupsRequest
@@ -48,11 +61,11 @@ FIRST_SKIP_ASSIGNMENT_VERSION = 9
 FIRST_NULLABLE_PROTOCOL_NAME_VERSION = 7
 # LeaveGroup v3+ carries a batch of members (KIP-345).
 FIRST_BATCHED_LEAVE_VERSION = 3
-# DescribeGroups v3+: authorized operations (KIP-430). Without ACLs a group allows READ (3),
-# DELETE (6) and DESCRIBE (8), the operations Kafka defines on groups.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-OPERATIONS_NOT_REQUESTED = -(2**31)
 CLASSIC_GROUP_TYPE = "classic"
+
+
+def _may(broker: Broker, operation: AclOperation, group_id: str) -> bool:
+    return authorize(broker, operation, ResourceType.GROUP, group_id)
 
 
 async def handle_find_coordinator(
@@ -62,7 +75,13 @@ async def handle_find_coordinator(
     coordinators = []
     for key in keys:
         node_id, host, port, message = -1, "", -1, None
-        if request.key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+        if request.key_type == GROUP_KEY_TYPE and not _may(broker, AclOperation.DESCRIBE, key):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif request.key_type == TRANSACTION_KEY_TYPE and not authorize(
+            broker, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+        ):
+            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif request.key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
             if request.key_type == GROUP_KEY_TYPE:
                 error, info = await broker.group_coordinator.find_coordinator(key)
             else:
@@ -101,6 +120,12 @@ async def handle_find_coordinator(
 async def handle_join_group(
     broker: Broker, header: RequestHeader, request: JoinGroupRequest, version: int
 ) -> JoinGroupResponse:
+    if not _may(broker, AclOperation.READ, request.group_id):
+        return JoinGroupResponse(
+            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            member_id=request.member_id,
+            protocol_name=None if version >= FIRST_NULLABLE_PROTOCOL_NAME_VERSION else "",
+        )
     rebalance_timeout = request.rebalance_timeout_ms
     if version == 0:
         # v0 has no rebalance timeout; the session timeout served as both.
@@ -144,6 +169,8 @@ async def handle_join_group(
 async def handle_sync_group(
     broker: Broker, header: RequestHeader, request: SyncGroupRequest, version: int
 ) -> SyncGroupResponse:
+    if not _may(broker, AclOperation.READ, request.group_id):
+        return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator = broker.group_coordinator
     result = await coordinator.sync(
         SyncRequest(
@@ -167,6 +194,8 @@ async def handle_sync_group(
 async def handle_heartbeat(
     broker: Broker, header: RequestHeader, request: HeartbeatRequest, version: int
 ) -> HeartbeatResponse:
+    if not _may(broker, AclOperation.READ, request.group_id):
+        return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error = broker.group_coordinator.heartbeat(
         request.group_id, request.member_id, request.group_instance_id, request.generation_id
     )
@@ -176,6 +205,8 @@ async def handle_heartbeat(
 async def handle_leave_group(
     broker: Broker, header: RequestHeader, request: LeaveGroupRequest, version: int
 ) -> LeaveGroupResponse:
+    if not _may(broker, AclOperation.READ, request.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if version < FIRST_BATCHED_LEAVE_VERSION:
         error, errors = broker.group_coordinator.leave(
             request.group_id, [(request.member_id, None)]
@@ -197,11 +228,18 @@ async def handle_leave_group(
 async def handle_describe_groups(
     broker: Broker, header: RequestHeader, request: DescribeGroupsRequest, version: int
 ) -> DescribeGroupsResponse:
-    operations = (
-        GROUP_OPERATIONS if request.include_authorized_operations else OPERATIONS_NOT_REQUESTED
-    )
     groups = []
     for group_id in request.groups:
+        if not _may(broker, AclOperation.DESCRIBE, group_id):
+            groups.append(
+                DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id)
+            )
+            continue
+        operations = (
+            authorized_operations(broker, ResourceType.GROUP, group_id)
+            if request.include_authorized_operations
+            else OPERATIONS_NOT_REQUESTED
+        )
         error, description = broker.group_coordinator.describe_group(group_id)
         if description is None:
             # Kafka describes a group it does not know as Dead, without an error.
@@ -242,6 +280,8 @@ async def handle_list_groups(
     broker: Broker, header: RequestHeader, request: ListGroupsRequest, version: int
 ) -> ListGroupsResponse:
     error, listings = broker.group_coordinator.list_groups()
+    if not authorize(broker, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        listings = [g for g in listings if _may(broker, AclOperation.DESCRIBE, g.group_id)]
     states = {s.lower() for s in request.states_filter}
     types = {t.lower() for t in request.types_filter}
     if types and CLASSIC_GROUP_TYPE not in types:
@@ -264,7 +304,12 @@ async def handle_list_groups(
 async def handle_delete_groups(
     broker: Broker, header: RequestHeader, request: DeleteGroupsRequest, version: int
 ) -> DeleteGroupsResponse:
-    errors = broker.group_coordinator.delete_groups(list(request.groups_names))
+    names = list(dict.fromkeys(request.groups_names))
+    refused = [g for g in names if not _may(broker, AclOperation.DELETE, g)]
+    errors = dict.fromkeys(refused, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    allowed = [g for g in names if g not in errors]
+    if allowed:
+        errors.update(broker.group_coordinator.delete_groups(allowed))
     return DeleteGroupsResponse(
         results=[
             DeletableGroupResult(group_id=group_id, error_code=errors[group_id])

@@ -6,13 +6,18 @@ however the log was written. Spark's Kafka source reads exactly up to it
 (COMPAT-NOTES). By timestamp answers the first offset whose timestamp is at or
 after the target, through the time index, or -1 when there is none below that
 same bound.
+
+Authorization (kbroker/authorization.py): DESCRIBE on each topic, as Kafka asks; the
+partitions of a topic refused are TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbroker.authorization import authorize
 from kbroker.handlers.common import READ_COMMITTED, check_leader_epoch, leader_partition
+from kbroker.security.acls import AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
 from wire.messages.list_offsets_response import (
@@ -58,6 +63,8 @@ def _answer(
 ) -> ListOffsetsPartitionResponse:
     response = ListOffsetsPartitionResponse(partition_index=wanted.partition_index)
     try:
+        if not authorize(broker, AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         partition = leader_partition(broker, topic, wanted.partition_index)
         check_leader_epoch(partition, wanted.current_leader_epoch)
         if wanted.timestamp == MAX_TIMESTAMP and version < 7:

@@ -4,6 +4,12 @@ Topics that do not exist are created here when both the request (v4+, always
 before) and auto.create.topics.enable allow it, with num.partitions and
 default.replication.factor, as Kafka does. Brokers are listed with the addresses of the
 listener the request came through.
+
+Authorization (kbroker/authorization.py), as Kafka's: a request for every topic lists only
+the topics the principal may DESCRIBE; a named topic it may not describe is answered
+TOPIC_AUTHORIZATION_FAILED whether it exists or not (an unknown topic id, UNKNOWN_TOPIC_ID),
+and creating a missing one also needs CREATE on the cluster or on the topic. The
+authorized operations (KIP-430) are answered when asked for.
 """
 
 from __future__ import annotations
@@ -11,7 +17,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from controller.interface import TopicInfo
+from kbroker.authorization import authorize, authorized_operations
 from kbroker.handlers.common import client_brokers
+from kbroker.security.acls import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.metadata_request import MetadataRequest
 from wire.messages.metadata_response import (
@@ -62,12 +70,23 @@ def topic_metadata(topic: TopicInfo, live: frozenset[int]) -> MetadataResponseTo
     )
 
 
+def _may(broker: Broker, operation: AclOperation, topic: str) -> bool:
+    return authorize(broker, operation, ResourceType.TOPIC, topic)
+
+
 async def _named_topic(
     broker: Broker, name: str, auto_create: bool, live: frozenset[int]
 ) -> MetadataResponseTopic:
+    if not _may(broker, AclOperation.DESCRIBE, name):
+        return MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name)
     topic = broker.metadata.topic(name)
     if topic is not None:
         return topic_metadata(topic, live)
+    if auto_create and not (
+        authorize(broker, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+        or _may(broker, AclOperation.CREATE, name)
+    ):
+        return MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name)
     if not auto_create:
         error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         try:
@@ -104,12 +123,16 @@ async def handle_metadata(
     listed = client_brokers(broker)
     topics: list[MetadataResponseTopic] = []
     if all_topics:
-        topics = [topic_metadata(t, live) for t in broker.metadata.topics().values()]
+        topics = [
+            topic_metadata(t, live)
+            for t in broker.metadata.topics().values()
+            if _may(broker, AclOperation.DESCRIBE, t.name)
+        ]
     else:
         for wanted in request.topics or ():
             if wanted.name is None:
                 by_id = broker.metadata.topic_by_id(wanted.topic_id)
-                if by_id is None:
+                if by_id is None or not _may(broker, AclOperation.DESCRIBE, by_id.name):
                     topics.append(
                         MetadataResponseTopic(
                             error_code=ErrorCode.UNKNOWN_TOPIC_ID,
@@ -122,6 +145,12 @@ async def handle_metadata(
                     topics.append(topic_metadata(by_id, live))
                 continue
             topics.append(await _named_topic(broker, wanted.name, auto_create, live))
+    if request.include_topic_authorized_operations:
+        for topic in topics:
+            if topic.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED and topic.name:
+                topic.topic_authorized_operations = authorized_operations(
+                    broker, ResourceType.TOPIC, topic.name
+                )
     return MetadataResponse(
         brokers=[
             MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
@@ -130,4 +159,9 @@ async def handle_metadata(
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.metadata.controller_id(),
         topics=topics,
+        cluster_authorized_operations=(
+            authorized_operations(broker, ResourceType.CLUSTER, CLUSTER_NAME)
+            if request.include_cluster_authorized_operations
+            else OPERATIONS_NOT_REQUESTED
+        ),
     )

@@ -2,13 +2,18 @@
 
 Followers use the answer to find where their log diverged from the leader's;
 consumers use it to detect truncation after a leader change (KIP-320).
+
+Authorization (kbroker/authorization.py), as Kafka's: CLUSTER_ACTION on the cluster (the
+brokers) allows every topic, else DESCRIBE on each topic (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbroker.authorization import authorize
 from kbroker.handlers.common import check_leader_epoch, leader_partition
+from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderEpochRequest,
@@ -25,8 +30,12 @@ if TYPE_CHECKING:
     from kbroker.broker import Broker
 
 
-def _answer(broker: Broker, topic: str, wanted: OffsetForLeaderPartition) -> EpochEndOffset:
+def _answer(
+    broker: Broker, topic: str, wanted: OffsetForLeaderPartition, allowed: bool
+) -> EpochEndOffset:
     try:
+        if not allowed:
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         partition = leader_partition(broker, topic, wanted.partition)
         check_leader_epoch(partition, wanted.current_leader_epoch)
         epoch, end_offset = partition.log.end_offset_for_epoch(wanted.leader_epoch)
@@ -43,12 +52,16 @@ def _answer(broker: Broker, topic: str, wanted: OffsetForLeaderPartition) -> Epo
 async def handle_offset_for_leader_epoch(
     broker: Broker, header: RequestHeader, request: OffsetForLeaderEpochRequest, version: int
 ) -> OffsetForLeaderEpochResponse:
-    return OffsetForLeaderEpochResponse(
-        topics=[
+    cluster = authorize(broker, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    results = []
+    for topic in request.topics:
+        allowed = cluster or authorize(
+            broker, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic
+        )
+        results.append(
             OffsetForLeaderTopicResult(
                 topic=topic.topic,
-                partitions=[_answer(broker, topic.topic, p) for p in topic.partitions],
+                partitions=[_answer(broker, topic.topic, p, allowed) for p in topic.partitions],
             )
-            for topic in request.topics
-        ]
-    )
+        )
+    return OffsetForLeaderEpochResponse(topics=results)

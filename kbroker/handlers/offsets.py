@@ -5,14 +5,23 @@ commit), v1 carries a commit timestamp per partition, v2-v4 a retention time tha
 explicit expiry, v6+ the committed leader epoch. OffsetFetch v0-v1 report group errors per
 partition, v2-v7 in a top-level error, v8+ per group (several groups in one request); v2+ may ask
 for all of a group's offsets with a null topic list.
+
+Authorization (kbroker/authorization.py), as Kafka's: committing needs READ on the group
+(else every partition is GROUP_AUTHORIZATION_FAILED) and on each topic (else its
+partitions are TOPIC_AUTHORIZATION_FAILED), in a transaction also WRITE on the
+transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); fetching needs DESCRIBE on the
+group and on each topic (a fetch of all offsets leaves the other topics out); deleting
+needs DELETE on the group and READ on each topic.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbroker.authorization import authorize
 from kbroker.group.events import TopicPartition
 from kbroker.group.offsets_store import NO_TIMESTAMP, OffsetValue
+from kbroker.security.acls import AclOperation, ResourceType
 from wire.errors import ErrorCode
 from wire.messages.offset_commit_request import OffsetCommitRequest
 from wire.messages.offset_commit_response import (
@@ -58,6 +67,29 @@ def _group_partitions(pairs: list[tuple[str, list[int]]]) -> list[TopicPartition
     return [(topic, p) for topic, partitions in pairs for p in partitions]
 
 
+def _may_group(broker: Broker, operation: AclOperation, group_id: str) -> bool:
+    return authorize(broker, operation, ResourceType.GROUP, group_id)
+
+
+def _refused_topics(
+    broker: Broker, operation: AclOperation, topics: set[str] | list[str]
+) -> set[str]:
+    return {t for t in topics if not authorize(broker, operation, ResourceType.TOPIC, t)}
+
+
+def _split_refused(
+    broker: Broker, offsets: dict[TopicPartition, OffsetValue], group_op: AclOperation, group: str
+) -> tuple[dict[TopicPartition, OffsetValue], dict[TopicPartition, ErrorCode]]:
+    """(offsets that may be committed, the refused partitions with their error)."""
+    if not _may_group(broker, group_op, group):
+        return {}, dict.fromkeys(offsets, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused = _refused_topics(broker, AclOperation.READ, {t for t, _ in offsets})
+    return (
+        {tp: v for tp, v in offsets.items() if tp[0] not in refused},
+        {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in offsets if tp[0] in refused},
+    )
+
+
 def _by_topic(results: dict[TopicPartition, ErrorCode]) -> dict[str, list[tuple[int, ErrorCode]]]:
     topics: dict[str, list[tuple[int, ErrorCode]]] = {}
     for (topic, partition), error in results.items():
@@ -85,14 +117,18 @@ async def handle_offset_commit(
                 leader_epoch=p.committed_leader_epoch,
                 expire_timestamp=expire_ts,
             )
-    errors = await broker.group_coordinator.commit_offsets(
-        request.group_id,
-        request.member_id,
-        request.group_instance_id,
-        request.generation_id_or_member_epoch,
-        version,
-        offsets,
-    )
+    offsets, refused = _split_refused(broker, offsets, AclOperation.READ, request.group_id)
+    errors: dict[TopicPartition, ErrorCode] = {}
+    if offsets or not refused:
+        errors = await broker.group_coordinator.commit_offsets(
+            request.group_id,
+            request.member_id,
+            request.group_instance_id,
+            request.generation_id_or_member_epoch,
+            version,
+            offsets,
+        )
+    errors = {**errors, **refused}
     return OffsetCommitResponse(
         topics=[
             OffsetCommitResponseTopic(
@@ -107,6 +143,31 @@ async def handle_offset_commit(
     )
 
 
+def _fetch_offsets(
+    broker: Broker, group_id: str, wanted: list[TopicPartition] | None
+) -> tuple[ErrorCode, dict[TopicPartition, OffsetValue | None], dict[TopicPartition, ErrorCode]]:
+    """(group error, offsets, refused partitions) for the principal of the request."""
+    if not _may_group(broker, AclOperation.DESCRIBE, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, {}
+    coordinator = broker.group_coordinator
+    if wanted is None:
+        error, offsets = coordinator.fetch_offsets(group_id, None)
+        hidden = _refused_topics(broker, AclOperation.DESCRIBE, {t for t, _ in offsets})
+        return error, {tp: v for tp, v in offsets.items() if tp[0] not in hidden}, {}
+    refused = _refused_topics(broker, AclOperation.DESCRIBE, {t for t, _ in wanted})
+    if not refused:
+        return (*coordinator.fetch_offsets(group_id, wanted), {})
+    error, offsets = coordinator.fetch_offsets(
+        group_id, [tp for tp in wanted if tp[0] not in refused]
+    )
+    offsets = {**offsets, **dict.fromkeys(tp for tp in wanted if tp[0] in refused)}
+    return (
+        error,
+        offsets,
+        {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in offsets if tp[0] in refused},
+    )
+
+
 async def handle_offset_fetch(
     broker: Broker, header: RequestHeader, request: OffsetFetchRequest, version: int
 ) -> OffsetFetchResponse:
@@ -118,7 +179,7 @@ async def handle_offset_fetch(
                 if group.topics is None
                 else _group_partitions([(t.name, t.partition_indexes) for t in group.topics])
             )
-            error, offsets = broker.group_coordinator.fetch_offsets(group.group_id, wanted)
+            error, offsets, refused = _fetch_offsets(broker, group.group_id, wanted)
             unstable = _unstable(broker, group.group_id, offsets, request.require_stable)
             topics: dict[str, list[OffsetFetchResponsePartitions]] = {}
             for (topic, partition), value in offsets.items():
@@ -130,7 +191,11 @@ async def handle_offset_fetch(
                         committed_offset=NO_OFFSET if value is None else value.offset,
                         committed_leader_epoch=-1 if value is None else value.leader_epoch,
                         metadata=NO_METADATA if value is None else value.metadata,
-                        error_code=_partition_error(ErrorCode.NONE, (topic, partition), unstable),
+                        error_code=_partition_error(
+                            refused.get((topic, partition), ErrorCode.NONE),
+                            (topic, partition),
+                            unstable,
+                        ),
                     )
                 )
             groups.append(
@@ -150,7 +215,7 @@ async def handle_offset_fetch(
         if request.topics is None
         else _group_partitions([(t.name, t.partition_indexes) for t in request.topics])
     )
-    error, offsets = broker.group_coordinator.fetch_offsets(request.group_id, requested)
+    error, offsets, refused = _fetch_offsets(broker, request.group_id, requested)
     per_partition_error = ErrorCode.NONE
     if error != ErrorCode.NONE:
         if version >= FIRST_TOP_LEVEL_FETCH_ERROR_VERSION:
@@ -158,6 +223,7 @@ async def handle_offset_fetch(
         # v0-v1 have no top-level error: every requested partition carries it.
         per_partition_error = error
         offsets = dict.fromkeys(requested or [])
+        refused = {}
     unstable = _unstable(broker, request.group_id, offsets, request.require_stable)
     single: dict[str, list[OffsetFetchResponsePartition]] = {}
     for (topic, partition), value in offsets.items():
@@ -169,7 +235,11 @@ async def handle_offset_fetch(
                 committed_offset=NO_OFFSET if value is None else value.offset,
                 committed_leader_epoch=-1 if value is None else value.leader_epoch,
                 metadata=NO_METADATA if value is None else value.metadata,
-                error_code=_partition_error(per_partition_error, (topic, partition), unstable),
+                error_code=_partition_error(
+                    refused.get((topic, partition), per_partition_error),
+                    (topic, partition),
+                    unstable,
+                ),
             )
         )
     return OffsetFetchResponse(
@@ -214,15 +284,27 @@ async def handle_txn_offset_commit(
         for topic in request.topics
         for p in topic.partitions
     }
-    errors = await broker.group_coordinator.commit_txn_offsets(
-        request.group_id,
-        request.producer_id,
-        request.producer_epoch,
-        request.member_id,
-        request.group_instance_id,
-        request.generation_id,
-        offsets,
-    )
+    if not authorize(
+        broker, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        offsets, refused = (
+            {},
+            dict.fromkeys(offsets, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        )
+    else:
+        offsets, refused = _split_refused(broker, offsets, AclOperation.READ, request.group_id)
+    errors: dict[TopicPartition, ErrorCode] = {}
+    if offsets or not refused:
+        errors = await broker.group_coordinator.commit_txn_offsets(
+            request.group_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.member_id,
+            request.group_instance_id,
+            request.generation_id,
+            offsets,
+        )
+    errors = {**errors, **refused}
     return TxnOffsetCommitResponse(
         topics=[
             TxnOffsetCommitResponseTopic(
@@ -240,13 +322,18 @@ async def handle_txn_offset_commit(
 async def handle_offset_delete(
     broker: Broker, header: RequestHeader, request: OffsetDeleteRequest, version: int
 ) -> OffsetDeleteResponse:
+    if not _may_group(broker, AclOperation.DELETE, request.group_id):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused = _refused_topics(broker, AclOperation.READ, [t.name for t in request.topics])
     unknown: dict[TopicPartition, ErrorCode] = {}
     known: list[TopicPartition] = []
     for topic in request.topics:
         info = broker.metadata.topic(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if info is None or not 0 <= p.partition_index < len(info.partitions):
+            if topic.name in refused:
+                unknown[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif info is None or not 0 <= p.partition_index < len(info.partitions):
                 unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append(tp)

@@ -16,6 +16,10 @@ batch (the whole ISR has it), and answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when
 the ISR shrank below min.insync.replicas meanwhile, NOT_LEADER_OR_FOLLOWER when
 leadership moved, REQUEST_TIMED_OUT after timeout_ms.
 
+Authorization (kbroker/authorization.py), as Kafka's: a transactional id needs WRITE on
+it (else the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic WRITE on
+the topic (else its partitions are TOPIC_AUTHORIZATION_FAILED).
+
 Transactional batches (KIP-98) need the request's transactional id: without one the whole
 request is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers. The
 producer state then checks them (kbroker/producer_state.py): an older producer epoch gets
@@ -28,6 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kbroker.acks_all import await_replication, check_min_insync
+from kbroker.authorization import authorize
 from kbroker.handlers.common import (
     LEADER_MOVED,
     broker_endpoints,
@@ -37,6 +42,7 @@ from kbroker.handlers.common import (
 from kbroker.handlers.throttling import throttle
 from kbroker.quotas import PRODUCER_BYTE_RATE
 from kbroker.record_validation import RecordValidationError, check_keys_for_compaction
+from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.server.connection import CloseConnection
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.produce_request import ProduceRequest
@@ -149,15 +155,24 @@ async def handle_produce(
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             "transactional records need a transactional id",
         )
+    elif request.transactional_id is not None and not authorize(
+        broker, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        request_error = KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     failed = False
     waiting: list[tuple[Partition, int, PartitionProduceResponse]] = []
     responses: list[TopicProduceResponse] = []
     for topic in request.topic_data:
         partitions: list[PartitionProduceResponse] = []
+        topic_error = request_error
+        if topic_error is None and not authorize(
+            broker, AclOperation.WRITE, ResourceType.TOPIC, topic.name
+        ):
+            topic_error = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         for data in topic.partition_data:
             try:
-                if request_error is not None:
-                    raise request_error
+                if topic_error is not None:
+                    raise topic_error
                 partition = leader_partition(broker, topic.name, data.index)
                 try:
                     response, last_offset = _append(broker, partition, data.records, acks, version)

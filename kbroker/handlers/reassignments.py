@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from controller.decisions import Reassignment
+from kbroker.authorization import authorize
+from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.alter_partition_reassignments_request import (
     AlterPartitionReassignmentsRequest,
@@ -67,12 +69,21 @@ def _single_node(
     return results
 
 
+def _may(broker: Broker, operation: AclOperation) -> bool:
+    """ALTER (to reassign) or DESCRIBE (to list) on the cluster, as Kafka asks."""
+    return authorize(broker, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
 async def handle_alter_partition_reassignments(
     broker: Broker, header: RequestHeader, request: AlterPartitionReassignmentsRequest, version: int
 ) -> AlterPartitionReassignmentsResponse:
     targets: dict[TopicPartition, Sequence[int] | None] = {
         (t.name, p.partition_index): p.replicas for t in request.topics for p in t.partitions
     }
+    if not _may(broker, AclOperation.ALTER):
+        return AlterPartitionReassignmentsResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None, responses=[]
+        )
     if isinstance(broker.metadata, Reassigner):
         if not broker.metadata.is_controller():
             # Reassignments are the controller's (KIP-455): clients send them there.
@@ -105,6 +116,10 @@ async def handle_list_partition_reassignments(
         if request.topics is None
         else [(t.name, p) for t in request.topics for p in t.partition_indexes]
     )
+    if not _may(broker, AclOperation.DESCRIBE):
+        return ListPartitionReassignmentsResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None, topics=[]
+        )
     moving: dict[TopicPartition, Reassignment] = {}
     if isinstance(broker.metadata, Reassigner):
         if not broker.metadata.is_controller():

@@ -5,6 +5,12 @@ DescribeTransactions, ListTransactions. InitProducerId with a transactional id i
 Each handler translates the wire messages of every version to the coordinator
 (``kbroker.txn.coordinator``) and back. Requests of versions that predate PRODUCER_FENCED get
 INVALID_PRODUCER_EPOCH in its place, as Kafka answers them.
+
+Authorization (kbroker/authorization.py), as Kafka's: changing a transaction needs WRITE on
+its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), adding partitions WRITE
+on their topics (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED), adding
+offsets READ on the group (GROUP_AUTHORIZATION_FAILED); describing needs DESCRIBE on the
+transactional id, and listing shows the describable ones only.
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from kbroker.authorization import authorize
 from kbroker.group.offsets_store import OFFSETS_TOPIC, partition_for
+from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.txn.log_records import TopicPartition, TxnState
 from wire.errors import ErrorCode
 from wire.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
@@ -61,6 +69,10 @@ def fenced_for(error: ErrorCode, version: int, first_fenced_version: int) -> Err
     return error
 
 
+def _may_txn(broker: Broker, operation: AclOperation, transactional_id: str) -> bool:
+    return authorize(broker, operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 def _partitions(topics: list[AddPartitionsToTxnTopic]) -> list[TopicPartition]:
     return [(t.name, p) for t in topics for p in t.partitions]
 
@@ -84,6 +96,18 @@ async def _add_one(
 ) -> dict[TopicPartition, ErrorCode]:
     """One transaction's partitions: unknown ones make the rest OPERATION_NOT_ATTEMPTED."""
     wanted = _partitions(txn.topics)
+    if not _may_txn(broker, AclOperation.WRITE, txn.transactional_id):
+        return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    refused = {
+        t for t, _ in wanted if not authorize(broker, AclOperation.WRITE, ResourceType.TOPIC, t)
+    }
+    if refused:
+        return {
+            tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if tp[0] in refused
+            else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for tp in wanted
+        }
     metadata = broker.metadata
     unknown = set()
     for topic, index in wanted:
@@ -137,6 +161,10 @@ async def handle_add_offsets_to_txn(
 ) -> AddOffsetsToTxnResponse:
     """The group's ``__consumer_offsets`` partition joins the transaction (TxnOffsetCommit
     writes there next)."""
+    if not _may_txn(broker, AclOperation.WRITE, request.transactional_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authorize(broker, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not request.group_id:
         return AddOffsetsToTxnResponse(error_code=ErrorCode.INVALID_GROUP_ID)
     count = broker.group_coordinator.state.partition_count()
@@ -150,6 +178,8 @@ async def handle_add_offsets_to_txn(
 async def handle_end_txn(
     broker: Broker, header: RequestHeader, request: EndTxnRequest, version: int
 ) -> EndTxnResponse:
+    if not _may_txn(broker, AclOperation.WRITE, request.transactional_id):
+        return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     result = await broker.txn_coordinator.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed
     )
@@ -165,6 +195,14 @@ async def handle_describe_transactions(
 ) -> DescribeTransactionsResponse:
     states = []
     for transactional_id in request.transactional_ids:
+        if not _may_txn(broker, AclOperation.DESCRIBE, transactional_id):
+            states.append(
+                DescribedState(
+                    error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    transactional_id=transactional_id,
+                )
+            )
+            continue
         error, description = broker.txn_coordinator.describe(transactional_id)
         if description is None:
             states.append(DescribedState(error_code=error, transactional_id=transactional_id))
@@ -214,5 +252,6 @@ async def handle_list_transactions(
                 transaction_state=d.state.display_name,
             )
             for d in listed
+            if _may_txn(broker, AclOperation.DESCRIBE, d.transactional_id)
         ],
     )

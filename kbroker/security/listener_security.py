@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from kbroker.client_core.security import SecurityConfig, SecurityConfigError, security_config
 from kbroker.config import BrokerConfig
 from kbroker.config_defs import BROKER_DEFS
+from kbroker.security.acls import ANONYMOUS
 from kbroker.security.oauthbearer import MECHANISM as OAUTHBEARER
 from kbroker.security.oauthbearer import OAuthBearerError, OAuthBearerExchange, validator_options
 from kbroker.security.plain import PlainError, PlainExchange, plain_users
@@ -26,7 +27,6 @@ from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kbroker.security.scram import ScramCredential, ScramError, ScramServer
 from kbroker.security.tls import pkcs12_certificates, server_context
 
-ANONYMOUS = "User:ANONYMOUS"
 PLAIN = "PLAIN"
 SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
 # A user's SCRAM credential for a mechanism, or None (looked up at authentication time, so

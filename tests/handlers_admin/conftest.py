@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import pytest
 
 from controller.embedded import EmbeddedMetadata
+from kbroker.authorization import build_authorizer
 from kbroker.config import BrokerConfig
 from kbroker.quotas import QuotaManager
 from wire.messages.request_header import RequestHeader
@@ -47,7 +48,11 @@ async def make_broker(tmp_path: Path, **props: str) -> Any:
     await metadata.start()
     quotas = QuotaManager(metadata.client_quotas, clock=time.monotonic)
     return SimpleNamespace(
-        config=config, metadata=metadata, logs=FakeLogs(config.log_dirs), quotas=quotas
+        config=config,
+        metadata=metadata,
+        logs=FakeLogs(config.log_dirs),
+        quotas=quotas,
+        authorizer=build_authorizer(config, metadata.acls),
     )
 
 

@@ -36,7 +36,7 @@ def codes(response: Any) -> dict[tuple[str, int], int]:
 
 
 async def test_embedded_partitions_never_need_an_election(tmp_path: Path) -> None:
-    broker = SimpleNamespace(metadata=await embedded(tmp_path))
+    broker = SimpleNamespace(authorizer=None, metadata=await embedded(tmp_path))
     request = ElectLeadersRequest(
         topic_partitions=[
             TopicPartitions(topic="t", partitions=[0, 1, 5]),
@@ -78,7 +78,7 @@ class Electing:
 
 async def test_null_topics_mean_every_partition_and_the_type_is_passed(tmp_path: Path) -> None:
     backend = Electing(await embedded(tmp_path))
-    broker = SimpleNamespace(metadata=backend)
+    broker = SimpleNamespace(authorizer=None, metadata=backend)
     request = ElectLeadersRequest(election_type=1, topic_partitions=None)
     response = await handle_elect_leaders(broker, HEADER, request, 1)  # type: ignore[arg-type]
     assert backend.calls == [([("t", 0), ("t", 1)], True)]
@@ -90,7 +90,7 @@ async def test_null_topics_mean_every_partition_and_the_type_is_passed(tmp_path:
 
 async def test_a_broker_that_is_not_the_controller_refuses(tmp_path: Path) -> None:
     backend = Electing(await embedded(tmp_path), controller=False)
-    broker = SimpleNamespace(metadata=backend)
+    broker = SimpleNamespace(authorizer=None, metadata=backend)
     request = ElectLeadersRequest(topic_partitions=[TopicPartitions(topic="t", partitions=[0])])
     response = await handle_elect_leaders(broker, HEADER, request, 2)  # type: ignore[arg-type]
     assert response.error_code == ErrorCode.NOT_CONTROLLER

@@ -45,6 +45,7 @@ def follower_broker() -> Any:
         quotas=QuotaManager(dict, clock=lambda: 0.0),
         fetch_sessions=FetchSessionCache(),
         replica_manager=SimpleNamespace(offline=set()),
+        authorizer=None,
     )
 
 

@@ -30,7 +30,7 @@ async def test_single_node_accepts_only_the_current_replicas(tmp_path: Path) -> 
     metadata = EmbeddedMetadata(config)
     await metadata.start()
     await metadata.create_topic("t", 1, 1)
-    broker = SimpleNamespace(metadata=metadata)
+    broker = SimpleNamespace(authorizer=None, metadata=metadata)
     request = AlterPartitionReassignmentsRequest(
         topics=[
             ReassignableTopic(
@@ -86,7 +86,7 @@ class NotController:
 
 
 async def test_a_broker_that_is_not_the_controller_refuses() -> None:
-    broker = SimpleNamespace(metadata=NotController())
+    broker = SimpleNamespace(authorizer=None, metadata=NotController())
     request = AlterPartitionReassignmentsRequest(
         topics=[
             ReassignableTopic(
