@@ -1,7 +1,8 @@
-"""Three brokers whose replication runs over SASL_SSL with SCRAM-SHA-512, the brokers' own
-user created in ZooKeeper before any broker starts (``kbroker users add --zookeeper``), as
-Kafka's documentation does it with ``kafka-configs.sh --zookeeper``. Users added through one
-broker authenticate on the others (the credentials live in ZooKeeper's /config/users)."""
+"""Three brokers with an ACL authorizer whose replication runs over SASL_SSL with
+SCRAM-SHA-512, as their own super user, created in ZooKeeper before any broker starts
+(``kbroker users add --zookeeper``, as Kafka's documentation does it with ``kafka-configs.sh
+--zookeeper``). Users added through one broker authenticate on the others (the credentials
+live in ZooKeeper's /config/users)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,10 @@ def secure_cluster(
                 "ssl.keystore.location": str(pki.broker_keystore),
                 "ssl.truststore.type": "PEM",
                 "ssl.truststore.location": str(pki.ca),
+                # With an authorizer the brokers' own user needs CLUSTER_ACTION: a super user,
+                # as with Kafka (the PLAINTEXT listener's ANONYMOUS sets up the tests).
+                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                "super.users": f"User:{BROKER_USER};User:ANONYMOUS",
             }
         )
     try:
