@@ -19,16 +19,8 @@ from kbroker.security.acls import (
     PermissionType,
     ResourceType,
 )
+from tests.controller.test_acl_store import READ
 
-READ = AclBinding(
-    ResourceType.TOPIC,
-    "t",
-    PatternType.LITERAL,
-    "User:alice",
-    "*",
-    AclOperation.READ,
-    PermissionType.ALLOW,
-)
 WRITE = AclBinding(
     ResourceType.TOPIC, "t", PatternType.LITERAL, "User:bob", "*", AclOperation.WRITE,
     PermissionType.DENY,
