@@ -11,8 +11,8 @@ large request (a produce batch) lands in its own buffer without further copies.
 Responses are written as the parts wire.frame.encode_response returns: bytes
 chunks, and file regions that are sent with os.sendfile when they are large
 enough for it to pay off (the 2011 Kafka paper's zero-copy transfer). Over TLS
-asyncio falls back to reading the file and writing it through the TLS layer
-(Kafka loses zero-copy there too).
+the file data is read and written through the TLS layer in pieces (Kafka loses
+zero-copy there too).
 
 A listener's security (kbroker.security.listener_security) decides who the client
 is: ``User:ANONYMOUS`` on PLAINTEXT, the certificate's mapped DN on SSL, the SASL
