@@ -156,6 +156,10 @@ class PartitionLog:
         # Base offsets of the segments with a .txnindex, ascending; None when it must be
         # listed again (after a change to the set of segments or of index files).
         self._txn_index_bases: list[int] | None = None
+        # Where the last read ended on a batch boundary: (segment, offset, position). A
+        # consumer's next fetch starts there, so read_with_end knows the position without
+        # reading a batch header; forgotten when the log is truncated.
+        self._read_end: tuple[LogSegment, int, int] | None = None
 
     # Opening ---------------------------------------------------------------------------
 
@@ -467,8 +471,21 @@ class PartitionLog:
         self._check_range(offset)
         if offset >= max_offset or offset >= self.log_end_offset:
             return None
+        first_index = self._segment_index(offset)
+        segment = self._segments[first_index]
+        start = self._known_batch_start(segment, offset)
+        if (
+            start is not None
+            and start < segment.size
+            and segment.next_offset <= max_offset
+            and segment.size - start <= max_bytes
+        ):
+            # The rest of the segment fits and is all below max_offset: it is the answer,
+            # found without reading a header (a tailing consumer's fetch, or any fetch
+            # from a segment's start).
+            return self._remember_end(segment, start, segment.size, segment.next_offset)
         found = None
-        for segment in self._segments[self._segment_index(offset) :]:
+        for segment in self._segments[first_index:]:
             found = segment.find_batch(offset)
             if found is not None:
                 break
@@ -490,6 +507,24 @@ class PartitionLog:
                 break
             end = pos + header.size
             end_offset = header.next_offset
+        return self._remember_end(segment, start, end, end_offset)
+
+    def _known_batch_start(self, segment: LogSegment, offset: int) -> int | None:
+        """The position of the first batch with last offset >= `offset` in `segment`, when
+        known without reading: the segment's start for its base offset (its first batch has
+        no lower offset), or where the last read ended."""
+        if offset == segment.base_offset:
+            return 0
+        known = self._read_end
+        if known is not None and known[0] is segment and known[1] == offset:
+            return known[2]
+        return None
+
+    def _remember_end(
+        self, segment: LogSegment, start: int, end: int, end_offset: int
+    ) -> tuple[FileRegion, int]:
+        """The region [start, end) of whole batches, remembering where it ends."""
+        self._read_end = (segment, end_offset, end)
         return FileRegion(segment.file, start, end - start), end_offset
 
     def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
@@ -654,6 +689,7 @@ class PartitionLog:
                 self._bases.pop()
             self.active_segment.truncate_to(offset)
         self._txn_index_bases = None
+        self._read_end = None
         leo = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, leo)
         self._flushed_offset = min(self._flushed_offset, leo)
@@ -680,6 +716,7 @@ class PartitionLog:
         self._segments = [LogSegment.create(self.directory, offset, self._config, self._now_ms())]
         self._bases = [offset]
         self.log_start_offset = offset
+        self._read_end = None
 
     def _retire(self, segment: LogSegment) -> None:
         """Take a segment out of the log: its files are renamed to `.deleted` now and

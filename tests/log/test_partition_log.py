@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -573,3 +574,72 @@ def test_a_write_the_disk_refuses_leaves_whole_batches_and_the_log_usable(
     plog.close()
     reopened = PartitionLog.open(tmp_path / "topic-0", SMALL, recover=True)
     assert read_all(reopened, 0) == [(0, 1), (1, 1), (2, 3)]
+
+
+def _expected_read(
+    plog: PartitionLog, offset: int, max_bytes: int, max_offset: int
+) -> tuple[int, int] | None:
+    """What read_with_end must answer with min_one_batch, from the segments' batch headers:
+    (offset of the first batch, offset after the last) of whole batches of one segment."""
+    if offset >= max_offset or offset >= plog.log_end_offset:
+        return None
+    for seg in plog.segments():
+        batches = [h for _, h in seg.batches_from(0) if h.last_offset >= offset]
+        if seg.base_offset > offset and seg is not plog.segments()[0] and not batches:
+            continue
+        if not batches:
+            continue
+        if batches[0].next_offset > max_offset:
+            return None
+        end, used = batches[0].next_offset, batches[0].size
+        for header in batches[1:]:
+            if header.next_offset > max_offset or used + header.size > max_bytes:
+                break
+            end, used = header.next_offset, used + header.size
+        return batches[0].base_offset, end
+    return None
+
+
+def test_reads_agree_with_a_header_walk_whatever_the_last_read(tmp_path: Path) -> None:
+    """read_with_end skips the header reads where it knows a batch start (a segment's
+    start, where the last read ended); every answer must still be the walk's."""
+    rng = random.Random(7)
+    plog = open_log(tmp_path)
+    for tag in range(120):
+        append(plog, batch(1 + rng.randrange(4), value_size=rng.randrange(60), tag=tag))
+        if rng.random() < 0.5:
+            continue
+        for _ in range(3):
+            leo = plog.log_end_offset
+            offset = rng.randrange(leo)
+            max_offset = rng.randrange(offset, leo + 1)
+            max_bytes = rng.choice([1, 100, 300, 1 << 20])
+            found = plog.read_with_end(offset, max_bytes, max_offset=max_offset, min_one_batch=True)
+            expected = _expected_read(plog, offset, max_bytes, max_offset)
+            if expected is None:
+                assert found is None
+                continue
+            assert found is not None
+            region, end = found
+            assert (tags_of(region.read())[0][0], end) == expected
+            # A consumer's next fetch starts where this one ended.
+            if end < max_offset:
+                following = plog.read_with_end(end, 1 << 20, max_offset=leo, min_one_batch=True)
+                assert following is not None
+                assert following[1] == _expected_read(plog, end, 1 << 20, leo)[1]  # type: ignore[index]
+
+
+def test_truncation_forgets_where_the_last_read_ended(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, LogConfig())
+    append(plog, batch(5, tag=1))
+    append(plog, batch(5, value_size=100, tag=2))
+    found = plog.read_with_end(5, 1 << 20, max_offset=10, min_one_batch=True)
+    assert found is not None and found[1] == 10
+    # The batch after the read's end (offset 10) now starts elsewhere in the file.
+    plog.truncate_to(5)
+    append(plog, batch(2, tag=3))
+    append(plog, batch(3, tag=4))
+    append(plog, batch(4, value_size=200, tag=5))
+    found = plog.read_with_end(10, 1 << 20, max_offset=14, min_one_batch=True)
+    assert found is not None
+    assert tags_of(found[0].read()) == [(10 + i, 5) for i in range(4)]
