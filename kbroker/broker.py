@@ -38,6 +38,7 @@ from kbroker.config import (
 from kbroker.dispatch import Dispatcher
 from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.group.coordinator import GroupCoordinator
+from kbroker.handlers.metadata import TopicMetadataCache
 from kbroker.log.lifecycle import LifecycleSettings, StorageLifecycle
 from kbroker.log.log_config import LogConfig
 from kbroker.log.log_manager import LogManager
@@ -146,6 +147,9 @@ class Broker:
             slots=config.get("max.incremental.fetch.session.cache.slots"),
             eviction_seconds=config.get("min.incremental.fetch.session.eviction.ms") / 1000,
         )
+        # Metadata answers for each topic (kbroker/handlers/metadata.py).
+        self.topic_answers = TopicMetadataCache()
+        self.metadata.add_listener(self.topic_answers.forget)
         self.replica_manager = ReplicaManager(
             config.broker_id,
             self.logs,

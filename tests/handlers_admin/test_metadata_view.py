@@ -1,13 +1,16 @@
 """Metadata answers never name a leader or an ISR member that the same answer's broker list
-says is gone (the ZooKeeper backend reads brokers and partition states separately)."""
+says is gone (the ZooKeeper backend reads brokers and partition states separately); the
+broker's cache of answers follows every change of a topic or of the live brokers."""
 
 from __future__ import annotations
 
 import uuid
 
 from controller.interface import PartitionInfo, TopicInfo
-from kbroker.handlers.metadata import topic_metadata
+from kbroker.handlers.metadata import TopicMetadataCache, topic_metadata
 from wire.errors import ErrorCode
+from wire.messages.metadata_response import MetadataResponseTopic
+from wire.primitives import Writer
 
 TOPIC_ID = uuid.uuid4()
 
@@ -41,3 +44,33 @@ def test_a_gone_broker_is_neither_leader_nor_in_sync() -> None:
 def test_a_gone_follower_leaves_the_isr_of_the_answer() -> None:
     (p,) = topic_metadata(_topic(1, (1, 2, 3)), frozenset({1, 2})).partitions
     assert (p.error_code, p.leader_id, p.isr_nodes) == (ErrorCode.NONE, 1, [1, 2])
+
+
+def _encoded(answer: MetadataResponseTopic, version: int) -> bytes:
+    w = Writer()
+    answer.write(w, version)
+    return w.getvalue()
+
+
+def test_a_cached_answer_encodes_as_a_fresh_one_in_every_version() -> None:
+    topic, live = _topic(1, (1, 2, 3)), frozenset({1, 2, 3})
+    cached = TopicMetadataCache().answer(topic, live)
+    for version in range(13):
+        fresh = _encoded(topic_metadata(topic, live), version)
+        assert _encoded(cached, version) == fresh
+        assert _encoded(cached, version) == fresh  # the kept encoding
+
+
+def test_the_cache_follows_the_topic_and_the_live_brokers() -> None:
+    cache = TopicMetadataCache()
+    live = frozenset({1, 2, 3})
+    topic = _topic(1, (1, 2, 3))
+    first = cache.answer(topic, live)
+    assert cache.answer(topic, frozenset({1, 2, 3})) is first
+    moved = _topic(2, (2, 3))  # a new leader: the backend publishes a new TopicInfo
+    assert cache.answer(moved, live).partitions[0].leader_id == 2
+    (p,) = cache.answer(moved, frozenset({1, 3})).partitions
+    assert (p.error_code, p.isr_nodes) == (ErrorCode.LEADER_NOT_AVAILABLE, [3])
+    kept = cache.answer(moved, live)
+    cache.forget(None, "orders")  # deleted
+    assert cache.answer(moved, live) is not kept

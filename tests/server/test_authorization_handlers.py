@@ -159,6 +159,8 @@ async def test_metadata_shows_describable_topics_only(secured: tuple[Broker, Raw
 
     with_ops = await _metadata(client, ["a"], include_topic_authorized_operations=True)
     assert with_ops == {"a": (0, (1 << Op.READ) | (1 << Op.DESCRIBE))}
+    # The broker reuses its answer for a topic: the operations stay out of the next one.
+    assert await _metadata(client, ["a"]) == {"a": (0, not_requested)}
 
 
 async def test_cluster_authorized_operations(secured: tuple[Broker, RawClient]) -> None:
