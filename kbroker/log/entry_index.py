@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, Self
 
-from kbroker.log.fileio import atomic_write, unlink_quietly, write_all
+from kbroker.log.fileio import atomic_write, fsync, unlink_quietly, write_all
 from kbroker.log.open_indexes import OPEN_INDEXES
 
 
@@ -39,8 +39,8 @@ class EntryIndex:
         self._fd: int | None = None
         # Written since the last fsync (an evicted descriptor is fsynced before it closes).
         self._unsynced = False
-        # Why the file cannot be trusted (None when it was loaded cleanly).
-        self.problem: str | None = None
+        # Why the file cannot be trusted (None when it was loaded cleanly or created).
+        self.problem: str | None = "not read"
 
     # --- what subclasses define ------------------------------------------------------------
 
@@ -63,6 +63,7 @@ class EntryIndex:
         """A new, empty index file (an existing one is emptied)."""
         index = cls(path, base_offset, max_index_bytes)
         index._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
+        index.problem = None
         OPEN_INDEXES.used(index)
         return index
 
@@ -70,6 +71,7 @@ class EntryIndex:
     def open(cls, path: Path, base_offset: int, max_index_bytes: int) -> Self:
         """Load `path` (created empty if missing; `problem` says what is wrong with it)."""
         index = cls(path, base_offset, max_index_bytes)
+        index.problem = None
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -120,12 +122,18 @@ class EntryIndex:
         self._unsynced = True
 
     def replace(self, entries: Sequence[tuple[int, int]]) -> None:
-        """Rewrite the whole index (after a rebuild) through an atomic rename."""
+        """Rewrite the whole index (after a rebuild) through an atomic rename; nothing is
+        written when the file already holds exactly these entries (recovery after a crash
+        usually rebuilds the index that is there)."""
+        rebuilt_first = array("q", (a for a, _ in entries))
+        rebuilt_second = array("q", (b for _, b in entries))
+        first, second = self._columns
+        if self.problem is None and first == rebuilt_first and second == rebuilt_second:
+            return
         self._close_fd()
         atomic_write(self.path, b"".join(self._pack(a, b) for a, b in entries))
-        first, second = self._columns
-        first[:] = array("q", (a for a, _ in entries))
-        second[:] = array("q", (b for _, b in entries))
+        first[:] = rebuilt_first
+        second[:] = rebuilt_second
         self.problem = None
 
     def _file(self) -> int:
@@ -135,15 +143,15 @@ class EntryIndex:
         return self._fd
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        if self._fd is not None and self._unsynced:
+            fsync(self._fd)
             self._unsynced = False
 
     def release_fd(self) -> None:
         """Close the descriptor to stay within the open-index bound (open_indexes.py)."""
         if self._fd is not None:
             if self._unsynced:
-                os.fsync(self._fd)
+                fsync(self._fd)
                 self._unsynced = False
             os.close(self._fd)
             self._fd = None

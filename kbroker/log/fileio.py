@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 TMP_SUFFIX = ".tmp"
@@ -30,8 +31,44 @@ def pread_exact(fd: int, size: int, position: int) -> bytes:
     return b"".join(chunks)
 
 
+class _SyncDeferral:
+    """Set inside `one_sync`: fsyncs are left to the sync(2) at its end."""
+
+    active = False
+
+
+_DEFERRAL = _SyncDeferral()
+
+
+@contextlib.contextmanager
+def one_sync() -> Iterator[None]:
+    """Make every write inside durable with one sync(2) at the end instead of an fsync per
+    file. Closing 10,000 partition logs at shutdown took tens of thousands of fsyncs (about
+    1 ms each on a small VM), and one sync of the same writes 0.2 s. Inside, no write is
+    durable before another: use it only where every file written is one that start-up
+    checks and rebuilds (segments and their indexes, producer snapshots), never for
+    checkpoints or markers that a start-up trusts."""
+    if _DEFERRAL.active:
+        yield
+        return
+    _DEFERRAL.active = True
+    try:
+        yield
+    finally:
+        _DEFERRAL.active = False
+    os.sync()
+
+
+def fsync(fd: int) -> None:
+    """fsync(2), unless inside `one_sync`."""
+    if not _DEFERRAL.active:
+        os.fsync(fd)
+
+
 def fsync_dir(directory: Path) -> None:
     """Make renames and creations in `directory` durable."""
+    if _DEFERRAL.active:
+        return
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -46,7 +83,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         write_all(fd, data)
-        os.fsync(fd)
+        fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from kbroker.log.fileio import atomic_write, fsync_dir, unlink_quietly
+from kbroker.log.fileio import atomic_write, fsync_dir, one_sync, unlink_quietly
 from kbroker.log.log_config import LogConfig
 from kbroker.log.partition_log import PartitionLog
 
@@ -232,9 +232,13 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, checkpoint log start offsets, then write the
-        clean-shutdown markers (only after everything else is durable)."""
-        for plog in self._logs.values():
-            plog.close()
+        clean-shutdown markers (only after everything else is durable). The logs are made
+        durable by one sync(2) after they are all closed (fileio.one_sync): a crash before
+        the markers are written means a recovery at the next start, which checks and
+        rebuilds every file closing writes."""
+        with one_sync():
+            for plog in self._logs.values():
+                plog.close()
         self._checkpoint_all(only_if_changed=False)
         self._logs.clear()
         for log_dir in self._dirs:

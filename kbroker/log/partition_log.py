@@ -160,6 +160,9 @@ class PartitionLog:
         # consumer's next fetch starts there, so read_with_end knows the position without
         # reading a batch header; forgotten when the log is truncated.
         self._read_end: tuple[LogSegment, int, int] | None = None
+        # The offset of the producer snapshot last loaded or written: close() need not write
+        # it again while the log end is still there.
+        self._snapshot_offset: int | None = None
 
     # Opening ---------------------------------------------------------------------------
 
@@ -215,17 +218,18 @@ class PartitionLog:
         if not segments:
             segments = [LogSegment.create(directory, log_start_offset or 0, config, now_ms)]
         epochs = LeaderEpochCache(directory)
-        recovered = recover_segments(
-            segments, unclean=recover, epochs=epochs, validate_from=validate_from
-        )
-        plog = cls(directory, config, clock, segments, epochs)
-        plog.recovered_segments = recovered
-        if log_start_offset is not None:
-            plog.log_start_offset = min(
-                max(log_start_offset, segments[0].base_offset), plog.log_end_offset
+        with epochs.batched():
+            recovered = recover_segments(
+                segments, unclean=recover, epochs=epochs, validate_from=validate_from
             )
-        epochs.truncate_from_end(plog.log_end_offset)
-        epochs.truncate_from_start(plog.log_start_offset)
+            plog = cls(directory, config, clock, segments, epochs)
+            plog.recovered_segments = recovered
+            if log_start_offset is not None:
+                plog.log_start_offset = min(
+                    max(log_start_offset, segments[0].base_offset), plog.log_end_offset
+                )
+            epochs.truncate_from_end(plog.log_end_offset)
+            epochs.truncate_from_start(plog.log_start_offset)
         plog._flushed_offset = plog.log_end_offset
         plog.recovery_point = plog.log_end_offset
         plog._load_producer_state(rebuild_txn_indexes=set(recovered) & set(plog._bases))
@@ -246,6 +250,7 @@ class PartitionLog:
         else:
             start, entries = loaded
             self.producers.load(entries)
+            self._snapshot_offset = start
         aborted = self.producers.replay(self._producer_batches_from(start))
         if not rebuild_txn_indexes:
             return
@@ -427,7 +432,7 @@ class PartitionLog:
             active.seal()
             if not any(s.dirty for s in self._segments):
                 self.recovery_point = max(self.recovery_point, new_base)
-        producer_snapshot.write(self.directory, new_base, self.producers.entries())
+        self._write_producer_snapshot(new_base)
         segment = LogSegment.create(self.directory, new_base, self._config, now_ms)
         self._segments.append(segment)
         self._bases.append(new_base)
@@ -775,10 +780,21 @@ class PartitionLog:
         files."""
         self.active_segment.seal()
         self.flush()
-        producer_snapshot.write(self.directory, self.log_end_offset, self.producers.entries())
+        leo = self.log_end_offset
+        # Unchanged since the last start or roll: the snapshot there is this state (with
+        # 10,000 partitions, rewriting them all was two fsyncs each at every shutdown).
+        if not (
+            self._snapshot_offset == leo
+            and producer_snapshot.snapshot_path(self.directory, leo).exists()
+        ):
+            self._write_producer_snapshot(leo)
         for segment in self._segments:
             segment.close()
         self._close_retired(force=True)
+
+    def _write_producer_snapshot(self, offset: int) -> None:
+        producer_snapshot.write(self.directory, offset, self.producers.entries())
+        self._snapshot_offset = offset
 
     def abandon(self) -> None:
         """Close the files without writing anything more: the log's directory failed

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from kbroker.log.fileio import fsync_dir, pread_exact, unlink_quietly, write_all
+from kbroker.log.fileio import fsync, fsync_dir, pread_exact, unlink_quietly, write_all
 from kbroker.log.log_config import LogConfig
 from kbroker.log.offset_index import OffsetIndex
 from kbroker.log.time_index import NO_TIMESTAMP, TimeIndex
@@ -325,6 +325,9 @@ class LogSegment:
         self.rolling_timestamp = None
         last_indexed = 0
         self.next_offset = self.base_offset
+        # After a crash the scanned bytes may be in the page cache only: the next flush
+        # fsyncs them (flush skips clean segments).
+        self.dirty = True
         for pos, header, data in scan_batches(
             self.fd, 0, self.size, chunk=SCAN_CHUNK, with_bytes=True
         ):
@@ -374,7 +377,6 @@ class LogSegment:
             )
             os.ftruncate(self.fd, valid_end)
             self.size = valid_end
-            self.dirty = True
         self.index.replace(index_entries)
         self.time_index.replace(time_entries)
         self.tail_problem = None
@@ -420,7 +422,10 @@ class LogSegment:
         self.flush()
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        # A clean segment was fsynced since its last write: at 10,000 partitions a clean
+        # shutdown spent most of its time in fsyncs of unchanged files.
+        if self.dirty:
+            fsync(self.fd)
         self.index.flush()
         self.time_index.flush()
         self.txn_index.flush()

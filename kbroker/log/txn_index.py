@@ -28,7 +28,7 @@ import os
 import struct
 from pathlib import Path
 
-from kbroker.log.fileio import atomic_write, unlink_quietly, write_all
+from kbroker.log.fileio import atomic_write, fsync, unlink_quietly, write_all
 from kbroker.producer_state import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ class TxnIndex:
             self._dirty = False
             return
         try:
-            os.fsync(fd)
+            fsync(fd)
         finally:
             os.close(fd)
         self._dirty = False

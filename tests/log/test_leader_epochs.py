@@ -60,3 +60,28 @@ def test_truncate_from_end_and_start(tmp_path: Path) -> None:
 def test_corrupt_checkpoint_is_ignored(tmp_path: Path) -> None:
     (tmp_path / "leader-epoch-checkpoint").write_text("0\n3\n1 0\n")
     assert LeaderEpochCache(tmp_path).entries() == []
+
+
+def test_batched_changes_are_written_once_and_only_when_the_history_changed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    cache = LeaderEpochCache(tmp_path)
+    cache.assign(0, 0)
+    cache.assign(3, 10)
+    inode = path.stat().st_ino
+    # Recovery forgets the tail's epochs and re-derives the same ones: nothing is written.
+    with cache.batched():
+        cache.truncate_from_end(5)
+        cache.assign(3, 10)
+    assert path.stat().st_ino == inode
+    reopened = LeaderEpochCache(tmp_path)
+    with reopened.batched():
+        reopened.truncate_from_end(5)
+        reopened.assign(3, 10)
+    assert path.stat().st_ino == inode
+    with reopened.batched():
+        reopened.assign(4, 20)
+        reopened.assign(5, 30)
+        assert path.read_text() == "0\n2\n0 0\n3 10\n"
+    assert path.read_text() == "0\n4\n0 0\n3 10\n4 20\n5 30\n"
