@@ -31,6 +31,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
+from operator import attrgetter
 from pathlib import Path
 
 from kbroker.log.fileio import atomic_write, fsync_dir, one_sync, unlink_quietly
@@ -219,11 +220,18 @@ class LogManager:
         self._checkpoint(RECOVERY_POINT_CHECKPOINT, "recovery_point", only_if_changed)
 
     def _checkpoint(self, name: str, attribute: str, only_if_changed: bool) -> None:
-        per_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self._dirs}
-        for tp, plog in self._logs.items():
-            parent = plog.directory.parent
-            if parent in per_dir:
-                per_dir[parent][tp] = getattr(plog, attribute)
+        value = attrgetter(attribute)
+        per_dir: dict[Path, dict[TopicPartition, int]]
+        if len(self._dirs) == 1:
+            # Every log is in the one directory (mark_offline forgets the others' logs): no
+            # path per log to compute, 10,000 times a second.
+            per_dir = {self._dirs[0]: {tp: value(plog) for tp, plog in self._logs.items()}}
+        else:
+            per_dir = {d: {} for d in self._dirs}
+            for tp, plog in self._logs.items():
+                parent = plog.directory.parent
+                if parent in per_dir:
+                    per_dir[parent][tp] = value(plog)
         for log_dir, entries in per_dir.items():
             if only_if_changed and self._checkpointed.get((name, log_dir)) == entries:
                 continue

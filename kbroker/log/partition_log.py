@@ -767,13 +767,16 @@ class PartitionLog:
     def maybe_flush(self) -> bool:
         """Flush when flush.ms elapsed since the last flush and data is unflushed; close
         retired segment files. Returns whether it flushed."""
-        self._close_retired(force=False)
+        # Called every second for every log: the cheap checks first (flush.ms is usually
+        # "never" and no segment is retired).
+        if self._retired:
+            self._close_retired(force=False)
+        if self._now_ms() - self._last_flush_ms < self._config.flush_ms:
+            return False
         if not any(s.dirty for s in self._segments):
             return False
-        if self._now_ms() - self._last_flush_ms >= self._config.flush_ms:
-            self.flush()
-            return True
-        return False
+        self.flush()
+        return True
 
     def close(self) -> None:
         """Seal the active segment, flush, snapshot producer state at the log end, close
