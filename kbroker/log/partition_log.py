@@ -476,6 +476,10 @@ class PartitionLog:
         self._check_range(offset)
         if offset >= max_offset or offset >= self.log_end_offset:
             return None
+        if max_bytes <= 0 and not min_one_batch:
+            # Nothing fits: the fetch response is full (every partition after that point in
+            # a fetch of many partitions), so no header is read.
+            return None
         first_index = self._segment_index(offset)
         segment = self._segments[first_index]
         start = self._known_batch_start(segment, offset)

@@ -643,3 +643,20 @@ def test_truncation_forgets_where_the_last_read_ended(tmp_path: Path) -> None:
     found = plog.read_with_end(10, 1 << 20, max_offset=14, min_one_batch=True)
     assert found is not None
     assert tags_of(found[0].read()) == [(10 + i, 5) for i in range(4)]
+
+
+def test_a_full_fetch_response_reads_nothing_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plog = open_log(tmp_path)
+    for tag in range(3):
+        append(plog, batch(2, tag=tag))
+
+    def no_header_reads(self: LogSegment, offset: int) -> None:
+        raise AssertionError("a batch header was read")
+
+    monkeypatch.setattr(LogSegment, "find_batch", no_header_reads)
+    assert plog.read_with_end(2, 0, max_offset=6, min_one_batch=False) is None
+    with pytest.raises(KafkaError) as raised:  # the offset is still checked
+        plog.read_with_end(7, 0, max_offset=6, min_one_batch=False)
+    assert raised.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
