@@ -26,6 +26,7 @@ import asyncio
 import collections
 import contextvars
 import logging
+import os
 import socket
 import struct
 import time
@@ -156,6 +157,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writable = asyncio.Event()
         self._writable.set()
         self._transport: asyncio.Transport | None = None
+        # The plaintext socket's descriptor, for sendfile without asyncio (-1: none).
+        self._socket_fd = -1
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self.peer = "?"
@@ -178,6 +181,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         security = self._security
+        if sock is not None and security.tls is None:
+            self._socket_fd = sock.fileno()
         if security.tls is not None:
             ssl_object = transport.get_extra_info("ssl_object")
             try:
@@ -471,6 +476,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._muted = False
             self._update_reading()
 
+    def _sendfile_now(self, region: FileRegion) -> int:
+        """Send as much of `region` as the socket takes now, straight from the file; the
+        caller checked that the transport holds nothing to send first. Most regions go
+        whole, without the set-up of asyncio's sendfile (a future, a writer callback, a
+        loop turn), which was a tenth of the broker's time in a 1,000-partition fetch; the
+        rest, when the socket is full, goes through asyncio's sendfile."""
+        sent = 0
+        if self._socket_fd < 0:
+            return sent
+        in_fd = region.file.fileno()
+        while sent < region.nbytes:
+            try:
+                n = os.sendfile(
+                    self._socket_fd, in_fd, region.position + sent, region.nbytes - sent
+                )
+            except (BlockingIOError, InterruptedError):
+                break
+            if n == 0:
+                break
+            sent += n
+        return sent
+
     async def _write(self, parts: list[bytes | object]) -> None:
         transport = self._transport
         assert transport is not None
@@ -496,9 +523,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     if transport.is_closing():
                         raise ConnectionResetError("transport closing")
                 continue
-            await asyncio.get_running_loop().sendfile(
-                transport, part.file, part.position, part.nbytes
-            )
+            sent = self._sendfile_now(part) if transport.get_write_buffer_size() == 0 else 0
+            if sent < part.nbytes:
+                await asyncio.get_running_loop().sendfile(
+                    transport, part.file, part.position + sent, part.nbytes - sent
+                )
         if pending:
             transport.writelines(pending)
         if not self._writable.is_set():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from kbroker.broker import Broker
 from tests.server.conftest import RawClient
 from wire.api_keys import ApiKey
@@ -171,6 +173,60 @@ async def test_fetch_first_batch_larger_than_limits_is_returned_whole(
         .partitions[0]
     )
     assert [r.value for r in decode_records(bytes(data.records))] == [b"x" * 5000]
+
+
+async def _produce_values(client: RawClient, topic: str, count: int, size: int) -> list[bytes]:
+    """`count` records of `size` bytes in batches of about 256 KB; their values."""
+    values = [bytes([i % 251]) * size for i in range(count)]
+    per_batch = max(1, (256 << 10) // size)
+    for first in range(0, count, per_batch):
+        chunk = values[first : first + per_batch]
+        batch_records = [
+            Record(offset=i, timestamp=1, key=None, value=v, headers=[])
+            for i, v in enumerate(chunk)
+        ]
+        response = await produce(client, topic, build_batch(batch_records))
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    return values
+
+
+async def test_file_data_on_an_idle_connection_skips_asyncio_sendfile(
+    broker: Broker, client: RawClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await create_topic(client, "direct")
+    values = await _produce_values(client, "direct", 200, 1000)
+    loop = asyncio.get_running_loop()
+    calls: list[int] = []
+    real = loop.sendfile
+
+    async def counted(*args: object, **kwargs: object) -> int:
+        calls.append(1)
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop, "sendfile", counted)
+    data = (await fetch(client, broker, "direct", 0)).responses[0].partitions[0]
+    assert [r.value for r in decode_records(bytes(data.records))] == values
+    assert calls == []  # 200 KB fit the socket: os.sendfile sent it all at once
+
+
+async def test_file_data_larger_than_the_socket_takes_arrives_whole_and_in_order(
+    broker: Broker, client: RawClient
+) -> None:
+    await create_topic(client, "large", partitions=1)
+    values = await _produce_values(client, "large", 6000, 1000)
+    # A fetch of ~6 MB, and a request pipelined behind it; the client reads nothing for a
+    # while, so the socket fills and the rest of the file data waits for it to drain.
+    fetch_id = await client.send(
+        ApiKey.FETCH, 12, fetch_request(broker, "large", 0, partition_max_bytes=8 << 20)
+    )
+    metadata_id = await client.send(ApiKey.METADATA, 12, MetadataRequest(topics=None))
+    await asyncio.sleep(0.3)
+    response = await client.receive(ApiKey.FETCH, 12, fetch_id)
+    assert isinstance(response, FetchResponse)
+    got = decode_records(bytes(response.responses[0].partitions[0].records))
+    assert [r.value for r in got] == values
+    after = await client.receive(ApiKey.METADATA, 12, metadata_id)
+    assert isinstance(after, MetadataResponse)
 
 
 async def test_long_poll_wakes_on_append(broker: Broker, client: RawClient) -> None:
