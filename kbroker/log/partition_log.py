@@ -228,7 +228,11 @@ class PartitionLog:
                 plog.log_start_offset = min(
                     max(log_start_offset, segments[0].base_offset), plog.log_end_offset
                 )
-            epochs.truncate_from_end(plog.log_end_offset)
+            # Epochs starting after the log end are forgotten (lost in a crash). One starting
+            # at the end stays: a leader that had not written yet, as before the restart
+            # (Kafka forgets it and writes it back when the broker leads again: two
+            # checkpoint writes per empty partition at every start).
+            epochs.truncate_from_end(plog.log_end_offset + 1)
             epochs.truncate_from_start(plog.log_start_offset)
         plog._flushed_offset = plog.log_end_offset
         plog.recovery_point = plog.log_end_offset

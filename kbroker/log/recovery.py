@@ -72,8 +72,9 @@ def recover_segments(
                 segment.tail_problem or "ok",
             )
         scanned.append(segment.base_offset)
-        if (validate or is_last) and not tail_scanned:
-            # The epochs of the scanned tail are re-derived from its batches.
+        if (validate or is_last) and not tail_scanned and segment.size:
+            # The epochs of the scanned tail are re-derived from its batches (an empty
+            # segment re-derives nothing: an epoch starting at its base stays).
             epochs.truncate_from_end(segment.base_offset)
             tail_scanned = True
         truncated = segment.recover(on_batch)

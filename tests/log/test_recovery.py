@@ -238,13 +238,28 @@ def test_recovery_rebuilds_leader_epochs_of_the_scanned_tail(tmp_path: Path) -> 
     assert plog.latest_epoch() == 2
 
 
-def test_epochs_beyond_the_recovered_end_are_forgotten(tmp_path: Path) -> None:
+def test_epochs_after_the_recovered_end_are_forgotten(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     build(directory)
     path = active_log(directory)
     os.truncate(path, 0)
     plog = PartitionLog.open(directory, CONFIG, recover=True)
-    assert all(start < plog.log_end_offset for _, start in plog.epochs.entries())
+    assert all(start <= plog.log_end_offset for _, start in plog.epochs.entries())
+
+
+def test_an_empty_log_that_led_restarts_without_writing(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    plog = PartitionLog.open(directory, CONFIG, recover=False)
+    plog.epochs.assign(0, 0)  # became leader, wrote nothing
+    plog.close()
+    path = directory / "leader-epoch-checkpoint"
+    written = path.stat().st_ino
+    for unclean in (False, True):
+        plog = PartitionLog.open(directory, CONFIG, recover=unclean)
+        assert plog.epochs.entries() == [(0, 0)]
+        plog.epochs.assign(0, 0)  # leads again at the same epoch
+        plog.close()
+        assert path.stat().st_ino == written
 
 
 def test_stale_temporary_files_are_removed(tmp_path: Path) -> None:
