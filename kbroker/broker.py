@@ -265,6 +265,7 @@ class Broker:
 
     async def start(self) -> int:
         """Start serving on every listener; returns the port the first one is bound to."""
+        self.logs.lock_dirs()
         await self.metadata.start()
         self.logs.open_all()
         self.replica_manager.load_checkpoints()

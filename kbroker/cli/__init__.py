@@ -70,13 +70,14 @@ def _start(args: argparse.Namespace) -> int:
     # server side being importable.
     from controller.embedded import MetadataStoreError
     from kbroker.broker import run_broker
+    from kbroker.log.dir_lock import LogDirInUse
 
     try:
         status = run_broker(config)
     except ConfigError as e:
         print(f"kbroker: configuration error: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    except MetadataStoreError as e:
+    except (MetadataStoreError, LogDirInUse) as e:
         print(f"kbroker: cannot start: {e}", file=sys.stderr)
         return EXIT_START_FAILED
     return status

@@ -17,7 +17,8 @@ Layout of each log directory (`log.dirs`):
   shutdown only the segments from the one holding the recovery point are validated;
 - `cleaner-offset-checkpoint` the same format, written by the log cleaner (cleaner.py);
 - `<topic>-<partition>.<hex>-delete/` a deleted partition being removed; removed at start-up
-  if a crash interrupted the removal.
+  if a crash interrupted the removal;
+- `.lock` held by the broker process using the directory (dir_lock.py).
 A new partition goes to the log directory holding the fewest partitions (Kafka's rule).
 Logs are opened lazily (segment.py's LazySegment): start-up cost does not grow with the
 number of sealed segments.
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from pathlib import Path
 
+from kbroker.log import dir_lock
 from kbroker.log.fileio import atomic_write, fsync_dir, one_sync, unlink_quietly
 from kbroker.log.log_config import LogConfig
 from kbroker.log.partition_log import PartitionLog
@@ -104,6 +106,26 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         # (checkpoint file name, log dir) -> the entries last written there.
         self._checkpointed: dict[tuple[str, Path], dict[TopicPartition, int]] = {}
+        # The descriptors holding the directories' locks (lock_dirs), and whether another
+        # process holds one: then this manager writes nothing, not even at shutdown.
+        self._locks: list[int] = []
+        self._in_use_elsewhere = False
+
+    def lock_dirs(self) -> None:
+        """Lock every log directory for this process (dir_lock.py); raises LogDirInUse,
+        holding none, when another process uses one."""
+        try:
+            for log_dir in self._dirs:
+                self._locks.append(dir_lock.acquire(log_dir))
+        except dir_lock.LogDirInUse:
+            self._release_locks()
+            self._in_use_elsewhere = True
+            raise
+
+    def _release_locks(self) -> None:
+        for fd in self._locks:
+            dir_lock.release(fd)
+        self._locks.clear()
 
     @property
     def dirs(self) -> list[Path]:
@@ -244,6 +266,8 @@ class LogManager:
         durable by one sync(2) after they are all closed (fileio.one_sync): a crash before
         the markers are written means a recovery at the next start, which checks and
         rebuilds every file closing writes."""
+        if self._in_use_elsewhere:
+            return
         with one_sync():
             for plog in self._logs.values():
                 plog.close()
@@ -252,3 +276,4 @@ class LogManager:
         for log_dir in self._dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        self._release_locks()
