@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,7 @@ from kazoo.exceptions import (
     ZookeeperError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.handlers.utils import AsyncResult
 
 from controller import acl_store, credential_store, decisions, quota_store, zk_paths
 from controller.credential_store import CredentialTable, ScramChange
@@ -76,6 +77,9 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 SAFETY_REFRESH_SECONDS = 3.0
+# How often a refresh reads every partition state znode, not only those a watch or a write of
+# ours marked: the safety net's own safety net.
+FULL_READ_SECONDS = 60.0
 RETRY_SECONDS = 1.0
 # kazoo's threading handler raises KazooTimeoutError, which is not a KazooException.
 ZK_ERRORS = (KazooException, ZookeeperError, KazooTimeoutError, OSError)
@@ -132,6 +136,14 @@ class ZkMetadata(TopicCache):
         self._epoch_version = -1
         self._known_czxids: dict[int, int] = {}
         self._last_preferred = 0.0
+        # The znodes to read again at the next refresh, marked by the watches that fired and
+        # by our own writes (None: every state znode). Each refresh reads the topics' own
+        # znodes, but a partition's state znode only when marked, new or not yet read: with
+        # 10,000 partitions reading them all took about a second of kazoo's Python time, at
+        # every refresh. Marked from kazoo's threads and the loop, hence the lock.
+        self._stale: set[str] | None = None
+        self._stale_lock = threading.Lock()
+        self._last_full_read = 0.0
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -276,8 +288,11 @@ class ZkMetadata(TopicCache):
 
     # --- ZooKeeper access (these run in worker threads) ------------------------------------
 
-    def _watch(self, _event: object = None) -> None:
+    def _watch(self, event: object = None) -> None:
         """A watch fired or the connection state changed (called on a kazoo thread)."""
+        path = getattr(event, "path", None)
+        if isinstance(path, str):
+            self._mark_stale([path])
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._dirty.set)
@@ -285,7 +300,28 @@ class ZkMetadata(TopicCache):
     def _on_state(self, state: str) -> None:
         if state == KazooState.LOST:
             log.warning("zookeeper session lost")
+        # Watches may have been lost with the connection: read everything again.
+        self._mark_stale(None)
         self._watch()
+
+    def _mark_stale(self, paths: Iterable[str] | None) -> None:
+        """Read these znodes again at the next refresh (None: all)."""
+        with self._stale_lock:
+            if paths is None or self._stale is None:
+                self._stale = None
+            else:
+                self._stale.update(paths)
+
+    def _take_stale(self) -> set[str] | None:
+        """The znodes marked since the last refresh (None: all), the mark cleared; every
+        FULL_READ_SECONDS, all."""
+        now = time.monotonic()
+        with self._stale_lock:
+            stale, self._stale = self._stale, set()
+        if stale is None or now - self._last_full_read >= FULL_READ_SECONDS:
+            self._last_full_read = now
+            return None
+        return stale
 
     def _session_id(self) -> int | None:
         """The current session's id; None while disconnected."""
@@ -349,8 +385,19 @@ class ZkMetadata(TopicCache):
         return int(self._clock() * 1000)
 
     def _read(self) -> Snapshot:
+        stale = self._take_stale()
+        try:
+            return self._read_marked(stale)
+        except BaseException:
+            # What was marked must not be forgotten: the next refresh reads everything.
+            self._mark_stale(None)
+            raise
+
+    def _read_marked(self, stale: set[str] | None) -> Snapshot:
+        """Everything, the partition states only where `stale` (None: all) asks."""
         zk = self._zk
         watch = self._watch
+        previous = self._snapshot
         snap = Snapshot()
         for child in zk.get_children(zk_paths.BROKER_IDS, watch=watch):
             try:
@@ -371,9 +418,22 @@ class ZkMetadata(TopicCache):
             snap.controller = zk_paths.decode_controller(data)
         except NoNodeError:
             zk.exists(zk_paths.CONTROLLER, watch=watch)
-        for topic in zk.get_children(zk_paths.TOPICS, watch=watch):
+        # Every znode read is sent before any answer is awaited (kazoo's async calls, one
+        # connection, answered in order): a cluster of 10,000 partitions is 10,000 state
+        # znodes, and one round trip each made every refresh take seconds.
+        topics = zk.get_children(zk_paths.TOPICS, watch=watch)
+        topic_reads = [
+            (
+                topic,
+                zk.get_async(zk_paths.topic_path(topic), watch=watch),
+                zk.get_async(zk_paths.topic_config_path(topic), watch=watch),
+            )
+            for topic in topics
+        ]
+        state_reads: list[tuple[str, int, AsyncResult]] = []
+        for topic, topic_read, config_read in topic_reads:
             try:
-                data, stat = zk.get(zk_paths.topic_path(topic), watch=watch)
+                data, stat = topic_read.get()
             except NoNodeError:
                 continue
             assignment = zk_paths.decode_topic(data)
@@ -389,17 +449,27 @@ class ZkMetadata(TopicCache):
                         assignment.removing.get(index, ()),
                     )
             try:
-                data, _ = zk.get(zk_paths.topic_config_path(topic), watch=watch)
+                data, _ = config_read.get()
                 snap.configs[topic] = zk_paths.decode_config(data)
             except NoNodeError:
                 snap.configs[topic] = {}
+            same_topic = previous.topic_ids.get(topic) == assignment.topic_id
             for index, assigned in enumerate(replicas):
-                snap.assignments[(topic, index)] = assigned
-                try:
-                    data, stat = zk.get(zk_paths.state_path(topic, index), watch=watch)
-                except NoNodeError:
+                key = (topic, index)
+                snap.assignments[key] = assigned
+                path = zk_paths.state_path(topic, index)
+                known = previous.states.get(key)
+                if stale is not None and same_topic and known is not None and path not in stale:
+                    # Unchanged since it was read: its watch has not fired.
+                    snap.states[key] = known
                     continue
-                snap.states[(topic, index)] = (zk_paths.decode_state(data), stat.version)
+                state_reads.append((topic, index, zk.get_async(path, watch=watch)))
+        for topic, index, state_read in state_reads:
+            try:
+                data, stat = state_read.get()
+            except NoNodeError:
+                continue
+            snap.states[(topic, index)] = (zk_paths.decode_state(data), stat.version)
         try:
             data, _ = zk.get(zk_paths.broker_config_path(self._me), watch=watch)
             snap.broker_configs = zk_paths.decode_config(data)
@@ -528,6 +598,7 @@ class ZkMetadata(TopicCache):
                 zk_paths.state_path(topic, index), zk_paths.encode_state(change.new), version
             )
             results = transaction.commit()
+            self._mark_stale([zk_paths.state_path(topic, index)])
             if any(isinstance(r, Exception) for r in results):
                 log.info("controller write for %s-%d lost: %s", topic, index, results)
                 continue
@@ -614,15 +685,19 @@ class ZkMetadata(TopicCache):
                         offline_replicas=tuple(r for r in replicas if r not in live),
                     )
                 )
-            topics[name] = TopicInfo(
+            info = TopicInfo(
                 name=name,
                 topic_id=topic_id,
                 partitions=tuple(partitions),
                 configs=snapshot.configs.get(name, {}),
                 internal=name in INTERNAL_TOPICS,
             )
+            # An unchanged topic keeps its object: readers may cache by identity (the
+            # Metadata answers, kbroker/handlers/metadata.py).
+            known = self._topics.get(name)
+            topics[name] = known if known == info else info
         changed: list[tuple[TopicInfo | None, str]] = [
-            (t, n) for n, t in topics.items() if self._topics.get(n) != t
+            (t, n) for n, t in topics.items() if self._topics.get(n) is not t
         ]
         changed += [(None, n) for n in self._topics if n not in topics]
         if snapshot.broker_configs != self._snapshot.broker_configs:
@@ -714,6 +789,7 @@ class ZkMetadata(TopicCache):
                 stat.version,
             )
             results = transaction.commit()
+            self._mark_stale(zk_paths.state_path(topic, index) for index in done)
             if any(isinstance(r, Exception) for r in results):
                 log.info("completing reassignments of %s lost: %s", topic, results)
             else:
@@ -859,19 +935,17 @@ class ZkMetadata(TopicCache):
         if state.leader != self._me or state.leader_epoch != leader_epoch:
             return None
         new = PartitionState(self._me, leader_epoch, tuple(isr), state.controller_epoch)
+        path = zk_paths.state_path(topic, partition)
         try:
-            await self._in_thread(
-                self._zk.set,
-                zk_paths.state_path(topic, partition),
-                zk_paths.encode_state(new),
-                version,
-            )
+            await self._in_thread(self._zk.set, path, zk_paths.encode_state(new), version)
         except (BadVersionError, NoNodeError):
+            self._mark_stale([path])
             await self._refresh_after_write()
             entry = self._snapshot.states.get((topic, partition))
             if entry is None or entry[0].leader != self._me:
                 return None
             return entry[0].isr if entry[0].leader_epoch == leader_epoch else None
+        self._mark_stale([path])
         await self._refresh_after_write()
         return tuple(isr)
 
