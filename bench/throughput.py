@@ -33,6 +33,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# Long enough for a broker holding 10,000 partitions to flush and close them all.
+STOP_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,17 @@ class Settings:
     compression: str
     # librdkafka client properties for a secured listener (security.protocol, ssl.*, sasl.*).
     security: tuple[tuple[str, str], ...] = ()
+    # Further librdkafka producer properties (a partitioner, say).
+    producer_properties: tuple[tuple[str, str], ...] = ()
 
     def client_config(self) -> dict[str, Any]:
         return {"bootstrap.servers": self.bootstrap, **dict(self.security)}
+
+    @property
+    def admin_timeout(self) -> float:
+        """Seconds to allow topic creation or deletion: brokers spend time per partition
+        (Kafka writes each one's state to ZooKeeper), so 10,000 take minutes, not seconds."""
+        return 30 + self.partitions / 50
 
     def producer_config(self) -> dict[str, Any]:
         return {
@@ -74,6 +84,7 @@ class Settings:
             "queue.buffering.max.messages": 1_000_000,
             # Only failures call back into Python: per-message callbacks would be the bottleneck.
             "delivery.report.only.error": True,
+            **dict(self.producer_properties),
         }
 
 
@@ -92,22 +103,23 @@ def own_broker(**overrides: str) -> Iterator[Any]:
         broker.start(timeout=30.0)
         yield broker
     finally:
-        broker.stop()
+        broker.stop(STOP_TIMEOUT)
         shutil.rmtree(work, ignore_errors=True)
 
 
 def create_topic(settings: Settings) -> None:
     admin = AdminClient(settings.client_config())
     topic = NewTopic(settings.topic, num_partitions=settings.partitions, replication_factor=1)
-    admin.create_topics([topic])[settings.topic].result(timeout=30)
-    deadline = time.monotonic() + 30
+    timeout = settings.admin_timeout
+    admin.create_topics([topic], request_timeout=timeout)[settings.topic].result(timeout)
+    deadline = time.monotonic() + timeout
     while True:
         meta = admin.list_topics(topic=settings.topic, timeout=10).topics.get(settings.topic)
         if meta is not None and meta.error is None and len(meta.partitions) == settings.partitions:
             if all(p.leader >= 0 for p in meta.partitions.values()):
                 return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"topic {settings.topic} has no leader after 30 s")
+            raise RuntimeError(f"topic {settings.topic} has no leader after {timeout:.0f} s")
         time.sleep(0.1)
 
 
@@ -115,7 +127,13 @@ def delete_topic(settings: Settings) -> None:
     """Drop a measured topic, so a long run neither fills the disk nor leaves writeback
     behind for the next measurement."""
     admin = AdminClient(settings.client_config())
-    admin.delete_topics([settings.topic])[settings.topic].result(timeout=60)
+    timeout = settings.admin_timeout
+    # With an operation timeout the broker answers once the topic is gone (Kafka otherwise
+    # answers at once and deletes in the background, during the next measurement).
+    futures = admin.delete_topics(
+        [settings.topic], operation_timeout=timeout, request_timeout=timeout + 10
+    )
+    futures[settings.topic].result(timeout + 20)
 
 
 def produce_share(settings: Settings, count: int) -> int:
@@ -246,6 +264,7 @@ def kcat_properties(settings: Settings) -> list[str]:
         "batch.size": settings.batch_size,
         "compression.type": settings.compression,
         "queue.buffering.max.messages": 1_000_000,
+        **dict(settings.producer_properties),
     }
     return security_properties(settings) + [
         arg for key, value in props.items() for arg in ("-X", f"{key}={value}")
