@@ -1,46 +1,33 @@
 """What idle connections cost a broker: RSS and CPU with --connections clients connected,
 each having sent one ApiVersions request, then idle.
 
-Starts a kbroker process (or measures --pid, a broker already running at --bootstrap),
-reads its RSS, opens the connections, reads RSS again, then samples the broker's CPU time
-over --idle seconds. Prints RSS before and after (MB), per connection (KB), and CPU while
-idle in percent of one core.
+Starts each broker of --brokers (or measures --pid, a broker already running at
+--bootstrap), samples its RSS and its CPU time over --idle seconds, opens the connections,
+then samples both again. Prints RSS before and after (MB), per connection (KB), and CPU
+while idle in percent of one core, without and with the connections.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import resource
 import socket
 import struct
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+# brokers, imported before wire, puts the repository root on sys.path.
+from brokers import (
+    STARTERS,
+    BrokerUnderTest,
+    broker_names,
+    cpu_seconds,
+    raise_open_files_limit,
+    rss_mb,
+)
 
-from compat_tests.broker_process import BrokerProcess  # noqa: E402
-from wire.api_keys import ApiKey  # noqa: E402
-from wire.frame import encode_request  # noqa: E402
-from wire.messages.api_versions_request import ApiVersionsRequest  # noqa: E402
-from wire.messages.request_header import RequestHeader  # noqa: E402
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for {pid}")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from wire.api_keys import ApiKey
+from wire.frame import encode_request
+from wire.messages.api_versions_request import ApiVersionsRequest
+from wire.messages.request_header import RequestHeader
 
 
 def api_versions_frame() -> bytes:
@@ -65,44 +52,66 @@ def connect_all(host: str, port: int, count: int) -> list[socket.socket]:
     return sockets
 
 
-@contextlib.contextmanager
-def broker_under_test(args: argparse.Namespace) -> Iterator[tuple[str, int, int]]:
-    if args.pid:
-        host, _, port = args.bootstrap.rpartition(":")
-        yield host, int(port), args.pid
-        return
-    with tempfile.TemporaryDirectory() as work:
-        overrides = {"max.connections.per.ip": str(args.connections + 100)}
-        with BrokerProcess(Path(work) / "broker", overrides=overrides) as broker:
-            assert broker.pid is not None
-            yield broker.host, broker.port, broker.pid
+def cpu_percent(pid: int, seconds: float) -> float:
+    """The process's CPU use over the next `seconds`, in percent of one core."""
+    cpu_start, wall_start = cpu_seconds(pid), time.monotonic()
+    time.sleep(seconds)
+    return (cpu_seconds(pid) - cpu_start) / (time.monotonic() - wall_start) * 100
+
+
+def measure(broker: BrokerUnderTest, connections: int, idle: float) -> dict[str, float]:
+    pid = broker.pid
+    if pid is None:
+        raise RuntimeError(f"{broker.name}: no process to read")
+    # Let start-up work (JIT, background tasks' first rounds) settle before the baseline.
+    time.sleep(1.0)
+    before = rss_mb(pid)
+    cpu_before = cpu_percent(pid, idle)
+    sockets = connect_all(broker.host, broker.port, connections)
+    try:
+        time.sleep(1.0)
+        after = rss_mb(pid)
+        cpu_after = cpu_percent(pid, idle)
+    finally:
+        for sock in sockets:
+            sock.close()
+    return {
+        "idle_rss_before_mb": before,
+        "idle_rss_after_mb": after,
+        "idle_added_rss_mb": after - before,
+        "idle_kb_per_connection": (after - before) * 1024 / connections,
+        "idle_cpu_before_pct": cpu_before,
+        "idle_cpu_after_pct": cpu_after,
+        "idle_added_cpu_pct": cpu_after - cpu_before,
+    }
+
+
+def report(broker: BrokerUnderTest, connections: int, f: dict[str, float]) -> None:
+    print(
+        f"{broker.name}: {connections} idle connections: RSS {f['idle_rss_before_mb']:.1f} -> "
+        f"{f['idle_rss_after_mb']:.1f} MB (+{f['idle_added_rss_mb']:.1f} MB, "
+        f"{f['idle_kb_per_connection']:.1f} KB each), CPU while idle "
+        f"{f['idle_cpu_before_pct']:.2f}% -> {f['idle_cpu_after_pct']:.2f}% of a core",
+        flush=True,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=1000)
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU sampling")
+    parser.add_argument("--brokers", type=broker_names, default="kbroker")
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
     parser.add_argument("--pid", type=int, help="measure this running broker instead")
     args = parser.parse_args()
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, args.connections + 256)), hard))
-    with broker_under_test(args) as (host, port, pid):
-        time.sleep(1.0)
-        before = rss_mb(pid)
-        sockets = connect_all(host, port, args.connections)
-        time.sleep(1.0)
-        after = rss_mb(pid)
-        cpu_start, wall_start = cpu_seconds(pid), time.monotonic()
-        time.sleep(args.idle)
-        cpu = (cpu_seconds(pid) - cpu_start) / (time.monotonic() - wall_start)
-        for sock in sockets:
-            sock.close()
-    print(
-        f"{args.connections} idle connections: RSS {before:.1f} -> {after:.1f} MB "
-        f"(+{after - before:.1f} MB, {(after - before) * 1024 / args.connections:.1f} KB each), "
-        f"CPU while idle {cpu * 100:.2f}% of a core"
-    )
+    raise_open_files_limit(args.connections + 256)
+    if args.pid:
+        broker = BrokerUnderTest("running", args.bootstrap, attached_pid=args.pid)
+        report(broker, args.connections, measure(broker, args.connections, args.idle))
+        return
+    for name in args.brokers:
+        with STARTERS[name]() as broker:
+            report(broker, args.connections, measure(broker, args.connections, args.idle))
 
 
 if __name__ == "__main__":

@@ -3,56 +3,94 @@ kill -9, resident memory, open file descriptors, and Metadata latency for every 
 
 The partitions are created empty (CreateTopics), then each gets a few records so every log
 has a segment on disk; the broker is stopped (SIGTERM) and started again, then killed
-(SIGKILL) and started again. Start-up is the time until ApiVersions answers and a Metadata
-request lists every partition with a leader.
+(SIGKILL) and started again. Start-up is the time from the process's start until ApiVersions
+answers and a Metadata request lists every partition with a leader. A broker whose topics do
+not survive a restart (Tansu on memory storage) is timed to an empty broker instead.
 
     .venv/bin/python bench/many_partitions.py [--topics 100] [--partitions 100] [--metadata 200]
+    .venv/bin/python bench/many_partitions.py --brokers kbroker,tansu,kafka
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import socket
 import statistics
 import struct
-import sys
-import tempfile
 import time
-from pathlib import Path
 
+# brokers, imported before kbroker and wire, puts the repository root on sys.path.
+from brokers import (
+    STARTERS,
+    BrokerUnderTest,
+    broker_names,
+    open_files,
+    raise_open_files_limit,
+    rss_mb,
+)
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from compat_tests.broker_process import BrokerProcess  # noqa: E402
-from kbroker.client import KafkaClient  # noqa: E402
-from wire.api_keys import ApiKey  # noqa: E402
-from wire.frame import encode_request  # noqa: E402
-from wire.messages.metadata_request import MetadataRequest  # noqa: E402
-from wire.messages.request_header import RequestHeader  # noqa: E402
+from kbroker.client import KafkaClient
+from wire.api_keys import ApiKey
+from wire.frame import encode_request
+from wire.messages.metadata_request import MetadataRequest
+from wire.messages.request_header import RequestHeader
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+def topic_names(topics: int) -> list[str]:
+    return [f"t{i:04d}" for i in range(topics)]
 
 
-def open_files(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+def admin_timeout(partitions: int) -> float:
+    """Seconds to allow for work proportional to the partition count (creation, leadership
+    after a start): Kafka writes each partition's state to ZooKeeper and, after kill -9,
+    recovers each log."""
+    return 120 + partitions / 10
 
 
-async def led_partitions(host: str, port: int) -> int:
-    """Partitions with a leader in an all-topics Metadata answer."""
+def create_topics(bootstrap: str, names: list[str], partitions: int) -> float:
+    """Create the topics, ten per CreateTopics request; returns the seconds it took."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    timeout = admin_timeout(len(names) * partitions)
+    started = time.monotonic()
+    for first in range(0, len(names), 10):
+        batch = [NewTopic(n, partitions, 1) for n in names[first : first + 10]]
+        for f in admin.create_topics(batch, request_timeout=timeout).values():
+            f.result(timeout)
+    return time.monotonic() - started
+
+
+def write_one_record_each(bootstrap: str, names: list[str], partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    for name in names:
+        for p in range(partitions):
+            producer.produce(name, b"v" * 100, partition=p)
+        producer.poll(0)
+    if producer.flush(admin_timeout(len(names) * partitions)):
+        raise RuntimeError("records left undelivered")
+
+
+async def led_partitions(host: str, port: int, names: set[str]) -> int:
+    """Partitions of these topics with a leader in an all-topics Metadata answer."""
     async with KafkaClient([(host, port)], timeout=60) as client:
         response = await client.metadata(None)
-    return sum(1 for t in response.topics for p in t.partitions if p.leader_id >= 0)
+    return sum(
+        1 for t in response.topics if t.name in names for p in t.partitions if p.leader_id >= 0
+    )
+
+
+def wait_all_led(broker: BrokerUnderTest, names: set[str], wanted: int) -> None:
+    timeout = admin_timeout(wanted)
+    deadline = time.monotonic() + timeout
+    while True:
+        led = asyncio.run(led_partitions(broker.host, broker.port, names))
+        if led >= wanted:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{broker.name}: {led} of {wanted} partitions led after {timeout} s")
+        time.sleep(0.1)
 
 
 def metadata_latencies(host: str, port: int, samples: int) -> tuple[int, list[float]]:
@@ -87,77 +125,91 @@ def _exact(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def wait_all_led(broker: BrokerProcess, wanted: int, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        led = asyncio.run(led_partitions(broker.host, broker.port))
-        if led >= wanted:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{led} of {wanted} partitions led after {timeout} s")
-        time.sleep(0.1)
+def percentile(ordered: list[float], p: float) -> float:
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-def timed_start(broker: BrokerProcess, wanted: int) -> float:
+def timed_stop(broker: BrokerUnderTest, partitions: int) -> float:
+    """SIGTERM and the seconds until the process exits; an error if it had to be killed
+    (the next start would then not follow a clean shutdown)."""
     started = time.monotonic()
-    broker.start(timeout=300)
-    wait_all_led(broker, wanted)
+    code = broker.restartable().stop(admin_timeout(partitions))
+    if code == -9:
+        raise RuntimeError(f"{broker.name} did not stop on SIGTERM")
     return time.monotonic() - started
+
+
+def timed_start(broker: BrokerUnderTest, names: set[str], wanted: int) -> dict[str, float]:
+    """Start the stopped broker; seconds until every partition has a leader, then RSS and
+    open files."""
+    started = time.monotonic()
+    broker.restartable().start(timeout=admin_timeout(wanted))
+    wait_all_led(broker, names, wanted)
+    seconds = time.monotonic() - started
+    pid = broker.pid or 0
+    return {"s": seconds, "rss_mb": rss_mb(pid), "open_files": open_files(pid)}
+
+
+def measure(
+    broker: BrokerUnderTest, topics: int, partitions: int, samples: int
+) -> dict[str, float]:
+    """Every figure of one broker with topics x partitions partitions, ending with the broker
+    running again after kill -9."""
+    names = topic_names(topics)
+    total = topics * partitions
+    pid = broker.pid or 0
+    figures: dict[str, float] = {"empty_rss_mb": rss_mb(pid)}
+    figures["create_s"] = create_topics(broker.bootstrap, names, partitions)
+    write_one_record_each(broker.bootstrap, names, partitions)
+    wait_all_led(broker, set(names), total)
+    figures["rss_mb"] = rss_mb(pid)
+    figures["open_files"] = open_files(pid)
+    size, latencies = metadata_latencies(broker.host, broker.port, samples)
+    latencies.sort()
+    figures["metadata_kb"] = size / 1000
+    figures["metadata_p50_ms"] = statistics.median(latencies)
+    figures["metadata_p99_ms"] = percentile(latencies, 99)
+    figures["stop_s"] = timed_stop(broker, total)
+    # Without durable topics the restarted broker is empty: time it to an empty answer.
+    wanted = total if broker.durable else 0
+    for name, value in timed_start(broker, set(names), wanted).items():
+        figures[f"clean_start_{name}"] = value
+    broker.restartable().kill()
+    for name, value in timed_start(broker, set(names), wanted).items():
+        figures[f"kill9_start_{name}"] = value
+    return figures
+
+
+def report(broker: BrokerUnderTest, topics: int, partitions: int, f: dict[str, float]) -> None:
+    restarted = "" if broker.durable else " (empty: topics do not survive a restart)"
+    print(
+        f"{broker.name}: {topics * partitions:,} partitions in {topics} topics, "
+        f"created in {f['create_s']:.1f} s\n"
+        f"  running: RSS {f['rss_mb']:.0f} MB (empty broker {f['empty_rss_mb']:.0f} MB), "
+        f"{f['open_files']:.0f} open files\n"
+        f"  Metadata v12, all topics ({f['metadata_kb']:,.0f} KB): median "
+        f"{f['metadata_p50_ms']:.1f} ms, p99 {f['metadata_p99_ms']:.1f} ms\n"
+        f"  SIGTERM to exit: {f['stop_s']:.1f} s\n"
+        f"  start after a clean shutdown{restarted}: {f['clean_start_s']:.1f} s, "
+        f"RSS {f['clean_start_rss_mb']:.0f} MB, {f['clean_start_open_files']:.0f} open files\n"
+        f"  start after kill -9{restarted}: {f['kill9_start_s']:.1f} s, "
+        f"RSS {f['kill9_start_rss_mb']:.0f} MB, {f['kill9_start_open_files']:.0f} open files",
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--brokers", type=broker_names, default="kbroker")
     parser.add_argument("--topics", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=100, help="per topic")
     parser.add_argument("--metadata", type=int, default=200, help="Metadata requests timed")
     args = parser.parse_args(argv)
-    total = args.topics * args.partitions
-    with tempfile.TemporaryDirectory(prefix="kbroker-bench-partitions-") as tmp:
-        broker = BrokerProcess(Path(tmp), overrides={"offsets.topic.num.partitions": "50"})
-        broker.start()
-        empty_rss = rss_mb(broker.pid or 0)
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        names = [f"t{i:04d}" for i in range(args.topics)]
-        started = time.monotonic()
-        for first in range(0, len(names), 10):
-            batch = [NewTopic(n, args.partitions, 1) for n in names[first : first + 10]]
-            for f in admin.create_topics(batch, request_timeout=300).values():
-                f.result(300)
-        created = time.monotonic() - started
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50})
-        for name in names:
-            for p in range(args.partitions):
-                producer.produce(name, b"v" * 100, partition=p)
-            producer.poll(0)
-        producer.flush(300)
-        wanted = total + 50  # and __consumer_offsets
-        wait_all_led(broker, wanted)
-        pid = broker.pid or 0
-        print(f"{total:,} partitions in {args.topics} topics: created in {created:.1f} s")
-        print(
-            f"running: RSS {rss_mb(pid):.0f} MB (empty broker {empty_rss:.0f} MB), "
-            f"{open_files(pid)} open files"
-        )
-        size, latencies = metadata_latencies(broker.host, broker.port, args.metadata)
-        latencies.sort()
-        p99 = latencies[int(len(latencies) * 0.99) - 1]
-        print(
-            f"Metadata v12, all topics ({wanted:,} partitions, {size / 1000:,.0f} KB): median "
-            f"{statistics.median(latencies):.1f} ms, p99 {p99:.1f} ms"
-        )
-        broker.stop(timeout=120)
-        clean = timed_start(broker, wanted)
-        print(
-            f"start after a clean shutdown: {clean:.1f} s, RSS {rss_mb(broker.pid or 0):.0f} MB, "
-            f"{open_files(broker.pid or 0)} open files"
-        )
-        broker.kill()
-        crashed = timed_start(broker, wanted)
-        print(
-            f"start after kill -9: {crashed:.1f} s, RSS {rss_mb(broker.pid or 0):.0f} MB, "
-            f"{open_files(broker.pid or 0)} open files"
-        )
-        broker.stop(timeout=120)
+    raise_open_files_limit(args.topics * args.partitions * 2)
+    for name in args.brokers:
+        with STARTERS[name]() as broker:
+            figures = measure(broker, args.topics, args.partitions, args.metadata)
+            report(broker, args.topics, args.partitions, figures)
 
 
 if __name__ == "__main__":
