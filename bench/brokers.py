@@ -28,6 +28,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import throughput  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from compat_tests.broker_process import BrokerProcess  # noqa: E402
@@ -171,6 +172,24 @@ class BenchKafkaProcess(KafkaProcess):
             zk.close()
 
 
+def create_offsets_topic(bootstrap: str, timeout: float = 120.0) -> None:
+    """Have Kafka create __consumer_offsets now, as kbroker does at start-up (Kafka waits for
+    the first group coordinator lookup): the first measurement with a consumer group does not
+    pay for creating its 50 partitions, and both brokers load them when they restart."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        # Answered COORDINATOR_NOT_AVAILABLE until the topic is ready: only the lookup matters.
+        admin.describe_consumer_groups(["bench-warm-up"])["bench-warm-up"].exception(timeout)
+        topic = admin.list_topics(timeout=10).topics.get("__consumer_offsets")
+        if topic is not None and topic.partitions:
+            if all(p.leader >= 0 for p in topic.partitions.values()):
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Kafka has no __consumer_offsets after {timeout:.0f} s")
+        time.sleep(0.5)
+
+
 @contextmanager
 def _work_dir(prefix: str) -> Iterator[Path]:
     work = Path(tempfile.mkdtemp(prefix=prefix))
@@ -208,6 +227,7 @@ def start_kafka() -> Iterator[BrokerUnderTest]:
         try:
             zookeeper.start()
             kafka.start()
+            create_offsets_topic(kafka.bootstrap)
             yield BrokerUnderTest("kafka", kafka.bootstrap, kafka)
         finally:
             kafka.stop(throughput.STOP_TIMEOUT)

@@ -43,7 +43,7 @@ from typing import Any
 import idle_connections
 import many_partitions
 from brokers import STARTERS, broker_names, raise_open_files_limit
-from suite import RESULTS, Config, alternating, measure_throughput, median_of
+from suite import RESULTS, Config, alternating, measure_throughput, median_of, pyplot, save
 
 PARTITIONS_PER_TOPIC = 100
 NOTES = {
@@ -284,13 +284,8 @@ PANELS = [
 
 
 def plot(doc: dict[str, Any], stem: Path) -> list[Path]:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plots (pip install -e '.[bench]')")
+    plt = pyplot()
+    if plt is None:
         return []
     written: list[Path] = []
     brokers = doc["brokers"]
@@ -315,13 +310,6 @@ def plot(doc: dict[str, Any], stem: Path) -> list[Path]:
         )
         written.append(save(fig, stem, "partitions"))
     return written
-
-
-def save(fig: Any, stem: Path, name: str) -> Path:
-    fig.tight_layout()
-    path = stem.with_name(f"{stem.name}-{name}.png")
-    fig.savefig(path)
-    return path
 
 
 def main(argv: list[str] | None = None) -> None:

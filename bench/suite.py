@@ -211,7 +211,8 @@ def measure_latency(broker: BrokerUnderTest, rate: int, seconds: float) -> dict[
     }
 
 
-def plot(doc: dict[str, Any], stem: Path) -> list[Path]:
+def pyplot() -> Any | None:
+    """matplotlib's pyplot drawing to files only, or None (said once) when it is missing."""
     try:
         import matplotlib
 
@@ -219,6 +220,21 @@ def plot(doc: dict[str, Any], stem: Path) -> list[Path]:
         import matplotlib.pyplot as plt
     except ImportError:
         print("matplotlib is not installed: no plots (pip install -e '.[bench]')")
+        return None
+    return plt
+
+
+def save(fig: Any, stem: Path, name: str) -> Path:
+    """Write a figure as <stem>-<name>.png."""
+    fig.tight_layout()
+    path = stem.with_name(f"{stem.name}-{name}.png")
+    fig.savefig(path)
+    return path
+
+
+def plot(doc: dict[str, Any], stem: Path) -> list[Path]:
+    plt = pyplot()
+    if plt is None:
         return []
     written: list[Path] = []
     labels = [row["config"] for row in doc["throughput"]]
@@ -233,10 +249,7 @@ def plot(doc: dict[str, Any], stem: Path) -> list[Path]:
         axis.set_xlabel("thousand msgs/s")
         axis.set_title(phase)
         axis.legend()
-    fig.tight_layout()
-    path = stem.with_name(stem.name + "-throughput.png")
-    fig.savefig(path)
-    written.append(path)
+    written.append(save(fig, stem, "throughput"))
     fig, axis = plt.subplots(figsize=(8, 5))
     for name in brokers:
         rows = [row for row in doc["latency"] if row["broker"] == name]
@@ -251,10 +264,7 @@ def plot(doc: dict[str, Any], stem: Path) -> list[Path]:
     axis.set_ylabel("end-to-end latency (ms)")
     axis.set_yscale("log")
     axis.legend()
-    fig.tight_layout()
-    path = stem.with_name(stem.name + "-latency.png")
-    fig.savefig(path)
-    written.append(path)
+    written.append(save(fig, stem, "latency"))
     return written
 
 
