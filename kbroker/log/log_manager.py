@@ -36,6 +36,7 @@ from operator import attrgetter
 from pathlib import Path
 
 from kbroker.log import dir_lock
+from kbroker.log.dir_remover import DirRemover
 from kbroker.log.fileio import atomic_write, fsync_dir, one_sync, unlink_quietly
 from kbroker.log.log_config import LogConfig
 from kbroker.log.partition_log import PartitionLog
@@ -106,6 +107,8 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         # (checkpoint file name, log dir) -> the entries last written there.
         self._checkpointed: dict[tuple[str, Path], dict[TopicPartition, int]] = {}
+        # Removes deleted partitions' directories off the event loop.
+        self.remover = DirRemover()
         # The descriptors holding the directories' locks (lock_dirs), and whether another
         # process holds one: then this manager writes nothing, not even at shutdown.
         self._locks: list[int] = []
@@ -203,18 +206,18 @@ class LogManager:
         return plog
 
     def delete(self, topic: str, partition: int) -> None:
-        """Close the log and remove its directory (renamed first, so a crash mid-removal
-        leaves a `-delete` directory that start-up finishes removing)."""
+        """Close the log without writing to it and rename its directory to a `-delete`
+        name; dir_remover.py removes it in the background (a crash before that leaves the
+        directory for start-up to remove)."""
         plog = self._logs.pop((topic, partition), None)
         if plog is None:
             return
-        plog.close()
+        plog.abandon()
         doomed = plog.directory.with_name(
             f"{plog.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         )
         os.rename(plog.directory, doomed)
-        fsync_dir(doomed.parent)
-        shutil.rmtree(doomed, ignore_errors=True)
+        self.remover.remove(doomed)
 
     def mark_offline(self, log_dir: Path) -> list[TopicPartition]:
         """Take a log directory whose writes fail out of service (KIP-112): its logs are

@@ -99,7 +99,9 @@ def test_delete_removes_the_directory(tmp_path: Path) -> None:
     fill(manager, "t", 0, 3)
     directory = manager.dir_of("t", 0)
     manager.delete("t", 0)
+    # Renamed at once; removed by the remover's thread.
     assert not directory.exists() and manager.get("t", 0) is None
+    assert manager.remover.wait_idle(10)
     assert not list(tmp_path.glob("*-delete"))
     # A removal interrupted by a crash is finished at start-up.
     (tmp_path / "t-1.0123abcd-delete").mkdir()
@@ -135,3 +137,22 @@ def test_a_partition_in_two_dirs_is_an_error(tmp_path: Path) -> None:
         (tmp_path / d / "t-0").mkdir(parents=True)
     with pytest.raises(RuntimeError):
         LogManager([tmp_path / "a", tmp_path / "b"]).open_all()
+
+
+def test_deleting_many_partitions_leaves_the_removal_to_a_thread(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path])
+    manager.open_all()
+    for partition in range(50):
+        fill(manager, "t", partition, 1)
+    directories = [manager.dir_of("t", p) for p in range(50)]
+    removed: list[Path] = []
+    real = manager.remover.remove
+    manager.remover.remove = lambda d: removed.append(d)  # type: ignore[method-assign]
+    for partition in range(50):
+        manager.delete("t", partition)
+    assert not any(d.exists() for d in directories)
+    assert len(removed) == 50 and all(d.exists() for d in removed)  # renamed, not removed
+    for directory in removed:
+        real(directory)
+    assert manager.remover.wait_idle(10)
+    assert not any(d.exists() for d in removed)
