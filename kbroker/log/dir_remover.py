@@ -33,9 +33,9 @@ class DirRemover:
         self._idle.set()
 
     def remove(self, directory: Path) -> None:
-        self._idle.clear()
-        self._pending.put(directory)
         with self._lock:
+            self._idle.clear()
+            self._pending.put(directory)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="kbroker-dir-remover", daemon=True
@@ -61,5 +61,6 @@ class DirRemover:
                 log.warning("fsync of a log directory after deletions failed: %s", exc)
             for directory in batch:
                 shutil.rmtree(directory, ignore_errors=True)
-            if self._pending.empty():
-                self._idle.set()
+            with self._lock:
+                if self._pending.empty():
+                    self._idle.set()
