@@ -271,6 +271,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        # The descriptor is closed now and may be reused by another connection's socket.
+        self._socket_fd = -1
         self._writable.set()
         self._frame_arrived.set()
         if self._worker is not None and not self._worker.done():
@@ -523,7 +525,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     if transport.is_closing():
                         raise ConnectionResetError("transport closing")
                 continue
-            sent = self._sendfile_now(part) if transport.get_write_buffer_size() == 0 else 0
+            # Direct only while the transport is open (asyncio closes the socket after it
+            # starts closing) and has nothing queued that the file data would overtake.
+            direct = not transport.is_closing() and transport.get_write_buffer_size() == 0
+            sent = self._sendfile_now(part) if direct else 0
             if sent < part.nbytes:
                 await asyncio.get_running_loop().sendfile(
                     transport, part.file, part.position + sent, part.nbytes - sent
