@@ -19,7 +19,7 @@ collections they set off over a large heap (about 160 ms each) came every other 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from controller.interface import TopicInfo
 from kbroker.authorization import authorize, authorized_operations
@@ -76,6 +76,17 @@ def topic_metadata(topic: TopicInfo, live: frozenset[int]) -> MetadataResponseTo
     )
 
 
+def _topic_fields(answer: MetadataResponseTopic) -> dict[str, Any]:
+    """What a copy of a topic answer takes over (not its authorized operations)."""
+    return {
+        "error_code": answer.error_code,
+        "name": answer.name,
+        "topic_id": answer.topic_id,
+        "is_internal": answer.is_internal,
+        "partitions": answer.partitions,
+    }
+
+
 class _EncodedTopic(MetadataResponseTopic):
     """A topic's answer that encodes itself once for each version and then reuses the bytes;
     shared between answers, so it is never changed after it is built."""
@@ -83,13 +94,7 @@ class _EncodedTopic(MetadataResponseTopic):
     __slots__ = ("_encodings",)
 
     def __init__(self, answer: MetadataResponseTopic) -> None:
-        super().__init__(
-            error_code=answer.error_code,
-            name=answer.name,
-            topic_id=answer.topic_id,
-            is_internal=answer.is_internal,
-            partitions=answer.partitions,
-        )
+        super().__init__(**_topic_fields(answer))
         self._encodings: dict[int, bytes] = {}
 
     def write(self, w: Writer, version: int) -> None:
@@ -125,14 +130,7 @@ class TopicMetadataCache:
 
 def _with_operations(topic: MetadataResponseTopic, operations: int) -> MetadataResponseTopic:
     """A copy of a (possibly shared) topic answer with its authorized operations (KIP-430)."""
-    return MetadataResponseTopic(
-        error_code=topic.error_code,
-        name=topic.name,
-        topic_id=topic.topic_id,
-        is_internal=topic.is_internal,
-        partitions=topic.partitions,
-        topic_authorized_operations=operations,
-    )
+    return MetadataResponseTopic(**_topic_fields(topic), topic_authorized_operations=operations)
 
 
 def _may(broker: Broker, operation: AclOperation, topic: str) -> bool:

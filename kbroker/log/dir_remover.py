@@ -28,7 +28,7 @@ class DirRemover:
         self._pending: queue.SimpleQueue[Path] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        # Set while nothing is pending or being removed (for tests and shutdown).
+        # Set while nothing is pending or being removed (wait_idle; the tests wait on it).
         self._idle = threading.Event()
         self._idle.set()
 
