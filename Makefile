@@ -76,7 +76,8 @@ docker-test: install
 cluster: install
 	$(PY) tests/cluster/local_cluster.py --dir cluster-data --base-port 9092
 
-# Regenerate wire/messages from Kafka's JSON specs (../shared/kafka-protocol/message).
+# Regenerate wire/messages from Kafka's JSON specs (../shared/kafka-protocol-4.3/message, with the
+# versions Kafka 4 removed that kbroker keeps: wire/codegen/legacy.py).
 generate: install
 	$(PY) -m wire.codegen
 

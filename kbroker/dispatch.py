@@ -142,6 +142,27 @@ HANDLERS.update(
 )
 
 
+# The newest version served where it is older than the specs' newest: versions whose
+# meaning is not implemented yet are not advertised ("Advertise only what is implemented").
+SERVED_MAX: dict[int, int] = {
+    ApiKey.PRODUCE: 11,
+    ApiKey.FETCH: 17,
+    ApiKey.LIST_OFFSETS: 10,
+    ApiKey.METADATA: 12,
+    ApiKey.OFFSET_COMMIT: 9,
+    ApiKey.OFFSET_FETCH: 9,
+    ApiKey.TXN_OFFSET_COMMIT: 4,
+    ApiKey.INIT_PRODUCER_ID: 5,
+    ApiKey.END_TXN: 4,
+    ApiKey.DESCRIBE_GROUPS: 5,
+    ApiKey.DESCRIBE_CLUSTER: 1,
+    ApiKey.DESCRIBE_LOG_DIRS: 4,
+    ApiKey.WRITE_TXN_MARKERS: 1,
+    ApiKey.LIST_TRANSACTIONS: 1,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+}
+
+
 class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
@@ -149,7 +170,7 @@ class Dispatcher:
             ApiVersion(
                 api_key=key,
                 min_version=REQUEST_CLASSES[key].MIN_VERSION,
-                max_version=REQUEST_CLASSES[key].MAX_VERSION,
+                max_version=SERVED_MAX.get(key, REQUEST_CLASSES[key].MAX_VERSION),
             )
             for key in sorted(HANDLERS)
         ]
@@ -162,6 +183,11 @@ class Dispatcher:
         handler = HANDLERS.get(header.request_api_key)
         if handler is None:
             raise CloseConnection(f"{ApiKey(header.request_api_key).name} is not supported")
+        if header.request_api_version > SERVED_MAX.get(header.request_api_key, 32767):
+            raise CloseConnection(
+                f"{ApiKey(header.request_api_key).name} v{header.request_api_version}"
+                " is not supported"
+            )
         started = time.perf_counter()
         response = None
         failed = True

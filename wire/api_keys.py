@@ -1,8 +1,9 @@
 """API keys, their message classes, and which header version each API version uses.
 
 Header versions (protocol guide, "Headers"; KIP-482): requests use header v2 in flexible
-versions and v1 otherwise, except ControlledShutdown v0, which predates the client id and
-uses v0. Responses use header v1 in flexible versions and v0 otherwise, except ApiVersions,
+versions and v1 otherwise (header v0 served only ControlledShutdown v0, a ZooKeeper-era
+inter-broker API that Kafka 4 retired and kbroker never served). Responses use header v1 in
+flexible versions and v0 otherwise, except ApiVersions,
 whose response always uses v0 so a client can read it before it knows the broker's versions.
 """
 
@@ -22,8 +23,6 @@ __all__ = [
 def request_header_version(api_key: int, api_version: int) -> int:
     """Raises KeyError for an unknown API key."""
     flexible_min = REQUEST_CLASSES[api_key].FLEXIBLE_MIN
-    if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
-        return 0
     return 2 if flexible_min is not None and api_version >= flexible_min else 1
 
 

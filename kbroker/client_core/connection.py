@@ -114,13 +114,36 @@ class _Pending:
     internal: bool
 
 
+# The newest version of each request the project's client code builds and reads, where the
+# specs (Kafka 4.3) have newer ones whose meaning differs (topic ids in place of names, the
+# second part of KIP-890, ...): a broker that speaks them is still asked in these.
+WRITTEN_FOR: Versions = {
+    ApiKey.PRODUCE: (0, 11),
+    ApiKey.FETCH: (0, 17),
+    ApiKey.LIST_OFFSETS: (0, 10),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.OFFSET_COMMIT: (0, 9),
+    ApiKey.OFFSET_FETCH: (0, 9),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+}
+
+
 def choose_version(
     api_key: int, theirs: Versions, caps: Versions, highest: int | None = None
 ) -> int:
-    """The newest version of ``api_key`` that we, the broker (``theirs``), the caller's
-    ``caps`` (lowest, highest) and ``highest`` all allow."""
+    """The newest version of ``api_key`` that we (``WRITTEN_FOR``), the broker (``theirs``),
+    the caller's ``caps`` (lowest, highest) and ``highest`` all allow."""
     cls = REQUEST_CLASSES[api_key]
-    low, high = caps.get(api_key, (cls.MIN_VERSION, cls.MAX_VERSION))
+    low, high = caps.get(api_key, WRITTEN_FOR.get(api_key, (cls.MIN_VERSION, cls.MAX_VERSION)))
+    high = min(high, WRITTEN_FOR.get(api_key, (0, high))[1])
     broker = theirs.get(api_key)
     if broker is None:
         name = ApiKey(api_key).name

@@ -57,7 +57,6 @@ _REQUEST_QUOTA_EXEMPT = frozenset(
         ApiKey.API_VERSIONS,
         ApiKey.SASL_HANDSHAKE,
         ApiKey.SASL_AUTHENTICATE,
-        ApiKey.CONTROLLED_SHUTDOWN,
         ApiKey.WRITE_TXN_MARKERS,
     }
 )

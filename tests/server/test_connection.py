@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kbroker.broker import Broker
-from kbroker.dispatch import HANDLERS
+from kbroker.dispatch import HANDLERS, SERVED_MAX
 from tests.server.conftest import RawClient
 from wire.api_keys import REQUEST_CLASSES, ApiKey
 from wire.errors import ErrorCode
@@ -47,7 +47,7 @@ async def test_api_versions_every_version_advertises_exactly_the_handlers(
         for key, (low, high) in advertised.items():
             assert (low, high) == (
                 REQUEST_CLASSES[key].MIN_VERSION,
-                REQUEST_CLASSES[key].MAX_VERSION,
+                SERVED_MAX.get(key, REQUEST_CLASSES[key].MAX_VERSION),
             )
         assert advertised[ApiKey.PRODUCE][0] == 0
 
@@ -79,6 +79,19 @@ async def test_unknown_version_of_other_api_closes(broker: Broker, client: RawCl
     client.writer.write(struct.pack(">i", len(header)) + header)
     assert await client.closed_by_peer()
     await assert_serving(broker)
+
+
+async def test_version_in_the_specs_but_not_served_closes(client: RawClient) -> None:
+    # A version the message classes know but the broker does not advertise is refused as
+    # Kafka refuses any unsupported version: the connection closes, nothing is answered.
+    key, served = next(iter(SERVED_MAX.items()))
+    cls = REQUEST_CLASSES[key]
+    assert served < cls.MAX_VERSION
+    body = cls().encode(served + 1)
+    header = RequestHeader(request_api_key=key, request_api_version=served + 1, correlation_id=3)
+    frame = header.encode(2 if served + 1 >= (cls.FLEXIBLE_MIN or 99) else 1) + body
+    client.writer.write(struct.pack(">i", len(frame)) + frame)
+    assert await client.closed_by_peer()
 
 
 async def test_unknown_api_key_closes(broker: Broker, client: RawClient) -> None:

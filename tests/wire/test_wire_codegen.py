@@ -124,3 +124,84 @@ def test_versions() -> None:
     assert parse_versions("12+", (0, 11)) == NEVER
     assert subtract((0, 11), (5, 11)) == (0, 4)
     assert subtract((5, 11), (5, 11)) == NEVER
+
+
+def test_legacy_versions_keep_removed_fields() -> None:
+    # KIP-896 removed these versions from Kafka 4's specs; kbroker still serves them.
+    from wire.messages.describe_configs_response import DescribeConfigsResourceResult
+    from wire.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
+    from wire.messages.offset_commit_request import OffsetCommitRequestPartition
+    from wire.messages.produce_request import ProduceRequest
+
+    assert ProduceRequest.MIN_VERSION == 0 and ListOffsetsRequest.MIN_VERSION == 0
+    assert ListOffsetsPartition().max_num_offsets == 1
+    assert OffsetCommitRequestPartition().commit_timestamp == -1
+    assert DescribeConfigsResourceResult().is_default is False
+    names = [f.name for f in OffsetCommitRequestPartition.FIELDS]
+    assert names.index("commit_timestamp") == names.index("committed_offset") + 1
+
+
+def test_legacy_overlay_places_fields_and_lowers_versions() -> None:
+    from wire.codegen.legacy import with_legacy_versions
+
+    raw = {
+        "name": "ListOffsetsRequest",
+        "validVersions": "1-11",
+        "fields": [
+            {
+                "name": "Topics",
+                "type": "[]T",
+                "versions": "0+",
+                "fields": [
+                    {
+                        "name": "Partitions",
+                        "type": "[]P",
+                        "versions": "0+",
+                        "fields": [
+                            {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                            {"name": "Timestamp", "type": "int64", "versions": "0+"},
+                            {"name": "Next", "type": "int32", "versions": "4+"},
+                        ],
+                    },
+                ],
+            },
+        ],
+    }
+    out = with_legacy_versions(raw)
+    assert out["validVersions"] == "0-11" and raw["validVersions"] == "1-11"
+    inner = out["fields"][0]["fields"][0]["fields"]
+    assert [f["name"] for f in inner] == ["PartitionIndex", "Timestamp", "MaxNumOffsets", "Next"]
+    assert len(raw["fields"][0]["fields"][0]["fields"]) == 3
+    back_in_specs = dict(
+        raw,
+        fields=[
+            dict(
+                raw["fields"][0],
+                fields=[
+                    dict(
+                        raw["fields"][0]["fields"][0],
+                        fields=[
+                            *inner[:2],
+                            {"name": "MaxNumOffsets", "type": "int32", "versions": "0"},
+                        ],
+                    )
+                ],
+            )
+        ],
+    )
+    with pytest.raises(ValueError, match="in the specs again"):
+        with_legacy_versions(back_in_specs)
+
+
+def test_retired_messages_are_not_generated(tmp_path: Path) -> None:
+    for kind, key in (("Request", 4), ("Response", 4), ("Request", 500), ("Response", 500)):
+        name = ("Gone" if key == 4 else "Thing") + kind
+        versions = "none" if key == 4 else "0"
+        (tmp_path / f"{name}.json").write_text(
+            f'{{"apiKey": {key}, "type": "{kind.lower()}", "name": "{name}",'
+            f' "validVersions": "{versions}", "flexibleVersions": "none", "fields": []}}',
+            encoding="utf-8",
+        )
+    files = render_all(tmp_path)
+    assert "thing_request.py" in files
+    assert "gone_request.py" not in files and "gone_response.py" not in files

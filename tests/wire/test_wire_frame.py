@@ -177,8 +177,7 @@ def test_decode_request_too_short() -> None:
 def test_header_versions() -> None:
     assert request_header_version(ApiKey.PRODUCE, 8) == 1
     assert request_header_version(ApiKey.PRODUCE, 9) == 2
-    assert request_header_version(ApiKey.CONTROLLED_SHUTDOWN, 0) == 0
-    assert request_header_version(ApiKey.CONTROLLED_SHUTDOWN, 1) == 1
+    assert request_header_version(ApiKey.DESCRIBE_CLUSTER, 0) == 2
     assert response_header_version(ApiKey.API_VERSIONS, 3) == 0
     assert response_header_version(ApiKey.METADATA, 8) == 0
     assert response_header_version(ApiKey.METADATA, 9) == 1

@@ -3,7 +3,8 @@
 `generate(spec_dir, out_dir)` writes one module per spec file (`ProduceRequest.json` ->
 `produce_request.py`), a `registry.py` mapping API keys to classes, and an `__init__.py`.
 Modules are byte-for-byte deterministic, so regenerating from the same specs changes nothing.
-Parts: `spec` (JSON -> model), `emit` (model -> source), `runtime` (imported by the output).
+Parts: `spec` (JSON -> model), `legacy` (the versions Kafka 4 removed that kbroker keeps),
+`emit` (model -> source), `runtime` (imported by the output).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_SPEC_DIR = REPO_ROOT.parent / "shared" / "kafka-protocol" / "message"
+DEFAULT_SPEC_DIR = REPO_ROOT.parent / "shared" / "kafka-protocol-4.3" / "message"
 MESSAGES_DIR = REPO_ROOT / "wire" / "messages"
 
 PACKAGE_INIT = (

@@ -1,7 +1,7 @@
 """Command line: `python -m wire.codegen [SPEC_DIR] [--out DIR]`.
 
 Regenerates wire/messages/ from Kafka's JSON message specs (default: the copy in
-../shared/kafka-protocol/message next to the repository).
+../shared/kafka-protocol-4.3/message next to the repository).
 """
 
 from __future__ import annotations

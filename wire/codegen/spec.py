@@ -8,7 +8,8 @@ file, with `//` comment lines. Top level: `name`, `type` (request, response, hea
 (a per-field override, "none" on RequestHeader.ClientId), and `fields` when it defines a
 struct inline. A struct type named without `fields` refers to a commonStruct.
 
-Version ranges are "N", "N-M", "N+" or "none". Everything here is clipped to the message's
+Versions Kafka 4 removed (KIP-896) but kbroker still serves are put back by `legacy` before
+loading. Version ranges are "N", "N-M", "N+" or "none". Everything here is clipped to the message's
 valid versions, so a range is a pair (lo, hi) with lo > hi meaning "never".
 
 Attribute naming: CamelCase spec names become snake_case, splitting before an upper-case letter
@@ -24,6 +25,8 @@ import keyword
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from wire.codegen.legacy import with_legacy_versions
 
 PRIMITIVES = frozenset(
     {
@@ -223,10 +226,15 @@ class _Loader:
         )
 
 
-def load_spec(path: Path) -> MessageSpec:
+def load_spec(path: Path) -> MessageSpec | None:
+    """The spec at `path` with the legacy versions kbroker keeps, or None for a message Kafka
+    retired (`validVersions` "none": the ZooKeeper-era inter-broker APIs)."""
     raw = json.loads(_strip_comments(path.read_text(encoding="utf-8")))
-    return _Loader(raw, path.stem).load()
+    if raw["validVersions"] == "none":
+        return None
+    return _Loader(with_legacy_versions(raw), path.stem).load()
 
 
 def load_all(spec_dir: Path) -> list[MessageSpec]:
-    return [load_spec(p) for p in sorted(spec_dir.glob("*.json"))]
+    specs = (load_spec(p) for p in sorted(spec_dir.glob("*.json")))
+    return [s for s in specs if s is not None]

@@ -22,6 +22,8 @@ from wire.messages.alter_partition_request import AlterPartitionRequest
 from wire.messages.alter_partition_response import AlterPartitionResponse
 from wire.messages.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
 from wire.messages.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
+from wire.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest
+from wire.messages.alter_share_group_offsets_response import AlterShareGroupOffsetsResponse
 from wire.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
 from wire.messages.alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
 from wire.messages.api_versions_request import ApiVersionsRequest
@@ -38,8 +40,6 @@ from wire.messages.consumer_group_describe_request import ConsumerGroupDescribeR
 from wire.messages.consumer_group_describe_response import ConsumerGroupDescribeResponse
 from wire.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from wire.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
-from wire.messages.controlled_shutdown_request import ControlledShutdownRequest
-from wire.messages.controlled_shutdown_response import ControlledShutdownResponse
 from wire.messages.controller_registration_request import ControllerRegistrationRequest
 from wire.messages.controller_registration_response import ControllerRegistrationResponse
 from wire.messages.create_acls_request import CreateAclsRequest
@@ -56,6 +56,8 @@ from wire.messages.delete_groups_request import DeleteGroupsRequest
 from wire.messages.delete_groups_response import DeleteGroupsResponse
 from wire.messages.delete_records_request import DeleteRecordsRequest
 from wire.messages.delete_records_response import DeleteRecordsResponse
+from wire.messages.delete_share_group_offsets_request import DeleteShareGroupOffsetsRequest
+from wire.messages.delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse
 from wire.messages.delete_share_group_state_request import DeleteShareGroupStateRequest
 from wire.messages.delete_share_group_state_response import DeleteShareGroupStateResponse
 from wire.messages.delete_topics_request import DeleteTopicsRequest
@@ -78,6 +80,8 @@ from wire.messages.describe_producers_request import DescribeProducersRequest
 from wire.messages.describe_producers_response import DescribeProducersResponse
 from wire.messages.describe_quorum_request import DescribeQuorumRequest
 from wire.messages.describe_quorum_response import DescribeQuorumResponse
+from wire.messages.describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest
+from wire.messages.describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse
 from wire.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from wire.messages.describe_topic_partitions_response import DescribeTopicPartitionsResponse
 from wire.messages.describe_transactions_request import DescribeTransactionsRequest
@@ -116,12 +120,10 @@ from wire.messages.initialize_share_group_state_request import InitializeShareGr
 from wire.messages.initialize_share_group_state_response import InitializeShareGroupStateResponse
 from wire.messages.join_group_request import JoinGroupRequest
 from wire.messages.join_group_response import JoinGroupResponse
-from wire.messages.leader_and_isr_request import LeaderAndIsrRequest
-from wire.messages.leader_and_isr_response import LeaderAndIsrResponse
 from wire.messages.leave_group_request import LeaveGroupRequest
 from wire.messages.leave_group_response import LeaveGroupResponse
-from wire.messages.list_client_metrics_resources_request import ListClientMetricsResourcesRequest
-from wire.messages.list_client_metrics_resources_response import ListClientMetricsResourcesResponse
+from wire.messages.list_config_resources_request import ListConfigResourcesRequest
+from wire.messages.list_config_resources_response import ListConfigResourcesResponse
 from wire.messages.list_groups_request import ListGroupsRequest
 from wire.messages.list_groups_response import ListGroupsResponse
 from wire.messages.list_offsets_request import ListOffsetsRequest
@@ -164,8 +166,10 @@ from wire.messages.share_group_describe_request import ShareGroupDescribeRequest
 from wire.messages.share_group_describe_response import ShareGroupDescribeResponse
 from wire.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from wire.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
-from wire.messages.stop_replica_request import StopReplicaRequest
-from wire.messages.stop_replica_response import StopReplicaResponse
+from wire.messages.streams_group_describe_request import StreamsGroupDescribeRequest
+from wire.messages.streams_group_describe_response import StreamsGroupDescribeResponse
+from wire.messages.streams_group_heartbeat_request import StreamsGroupHeartbeatRequest
+from wire.messages.streams_group_heartbeat_response import StreamsGroupHeartbeatResponse
 from wire.messages.sync_group_request import SyncGroupRequest
 from wire.messages.sync_group_response import SyncGroupResponse
 from wire.messages.txn_offset_commit_request import TxnOffsetCommitRequest
@@ -174,8 +178,6 @@ from wire.messages.unregister_broker_request import UnregisterBrokerRequest
 from wire.messages.unregister_broker_response import UnregisterBrokerResponse
 from wire.messages.update_features_request import UpdateFeaturesRequest
 from wire.messages.update_features_response import UpdateFeaturesResponse
-from wire.messages.update_metadata_request import UpdateMetadataRequest
-from wire.messages.update_metadata_response import UpdateMetadataResponse
 from wire.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from wire.messages.update_raft_voter_response import UpdateRaftVoterResponse
 from wire.messages.vote_request import VoteRequest
@@ -191,10 +193,6 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
-    LEADER_AND_ISR = 4
-    STOP_REPLICA = 5
-    UPDATE_METADATA = 6
-    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -261,7 +259,7 @@ class ApiKey(enum.IntEnum):
     GET_TELEMETRY_SUBSCRIPTIONS = 71
     PUSH_TELEMETRY = 72
     ASSIGN_REPLICAS_TO_DIRS = 73
-    LIST_CLIENT_METRICS_RESOURCES = 74
+    LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
@@ -275,6 +273,11 @@ class ApiKey(enum.IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    STREAMS_GROUP_HEARTBEAT = 88
+    STREAMS_GROUP_DESCRIBE = 89
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 REQUEST_CLASSES: dict[int, type[Message]] = {
@@ -282,10 +285,6 @@ REQUEST_CLASSES: dict[int, type[Message]] = {
     1: FetchRequest,
     2: ListOffsetsRequest,
     3: MetadataRequest,
-    4: LeaderAndIsrRequest,
-    5: StopReplicaRequest,
-    6: UpdateMetadataRequest,
-    7: ControlledShutdownRequest,
     8: OffsetCommitRequest,
     9: OffsetFetchRequest,
     10: FindCoordinatorRequest,
@@ -352,7 +351,7 @@ REQUEST_CLASSES: dict[int, type[Message]] = {
     71: GetTelemetrySubscriptionsRequest,
     72: PushTelemetryRequest,
     73: AssignReplicasToDirsRequest,
-    74: ListClientMetricsResourcesRequest,
+    74: ListConfigResourcesRequest,
     75: DescribeTopicPartitionsRequest,
     76: ShareGroupHeartbeatRequest,
     77: ShareGroupDescribeRequest,
@@ -366,16 +365,17 @@ REQUEST_CLASSES: dict[int, type[Message]] = {
     85: WriteShareGroupStateRequest,
     86: DeleteShareGroupStateRequest,
     87: ReadShareGroupStateSummaryRequest,
+    88: StreamsGroupHeartbeatRequest,
+    89: StreamsGroupDescribeRequest,
+    90: DescribeShareGroupOffsetsRequest,
+    91: AlterShareGroupOffsetsRequest,
+    92: DeleteShareGroupOffsetsRequest,
 }
 RESPONSE_CLASSES: dict[int, type[Message]] = {
     0: ProduceResponse,
     1: FetchResponse,
     2: ListOffsetsResponse,
     3: MetadataResponse,
-    4: LeaderAndIsrResponse,
-    5: StopReplicaResponse,
-    6: UpdateMetadataResponse,
-    7: ControlledShutdownResponse,
     8: OffsetCommitResponse,
     9: OffsetFetchResponse,
     10: FindCoordinatorResponse,
@@ -442,7 +442,7 @@ RESPONSE_CLASSES: dict[int, type[Message]] = {
     71: GetTelemetrySubscriptionsResponse,
     72: PushTelemetryResponse,
     73: AssignReplicasToDirsResponse,
-    74: ListClientMetricsResourcesResponse,
+    74: ListConfigResourcesResponse,
     75: DescribeTopicPartitionsResponse,
     76: ShareGroupHeartbeatResponse,
     77: ShareGroupDescribeResponse,
@@ -456,4 +456,9 @@ RESPONSE_CLASSES: dict[int, type[Message]] = {
     85: WriteShareGroupStateResponse,
     86: DeleteShareGroupStateResponse,
     87: ReadShareGroupStateSummaryResponse,
+    88: StreamsGroupHeartbeatResponse,
+    89: StreamsGroupDescribeResponse,
+    90: DescribeShareGroupOffsetsResponse,
+    91: AlterShareGroupOffsetsResponse,
+    92: DeleteShareGroupOffsetsResponse,
 }
