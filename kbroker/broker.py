@@ -137,7 +137,9 @@ class Broker:
             self.metadata: MetadataBackend = self.zk
         else:
             self.metadata = EmbeddedMetadata(config)
-        self.logs = LogManager(list(config.log_dirs), clock=clock)
+        self.logs = LogManager(
+            list(config.log_dirs), clock=clock, cordoned=config.cordoned_log_dirs
+        )
         # How this broker reaches the others (a bad setting stops the broker here).
         try:
             self.inter_broker_security = inter_broker_security(config)

@@ -243,6 +243,20 @@ def _advertise(listener: Listener) -> Listener:
 JAAS_CONFIG = "sasl.jaas.config"
 
 
+def _cordoned_log_dirs(cordoned: list[str], dirs: list[str]) -> list[Path]:
+    """KIP-1066: the log directories named by ``cordoned.log.dirs`` ("*" for all), each of
+    which must be one of ``log.dirs``."""
+    if cordoned == ["*"]:
+        return [Path(d) for d in dirs]
+    unknown = [d for d in cordoned if d not in dirs]
+    if unknown:
+        raise ConfigError(
+            f"Invalid value {','.join(cordoned)} for configuration cordoned.log.dirs: "
+            f"{', '.join(unknown)} not in log.dirs"
+        )
+    return [Path(d) for d in cordoned]
+
+
 def _listener_override(name: str) -> tuple[str, str] | None:
     """(listener, property) of a listener.name.<listener>.<property> name Kafka lets a
     listener override, or None."""
@@ -286,6 +300,7 @@ class BrokerConfig:
     advertised_listeners: list[Listener]
     inter_broker_listener_name: str
     log_dirs: list[Path]
+    cordoned_log_dirs: list[Path]
     num_partitions: int
     default_replication_factor: int
     min_insync_replicas: int
@@ -362,6 +377,7 @@ class BrokerConfig:
         dirs = values["log.dirs"] if values["log.dirs"] is not None else values["log.dir"]
         if not dirs:
             raise ConfigError("Invalid value for configuration log.dirs: no directory given")
+        cordoned = _cordoned_log_dirs(values["cordoned.log.dirs"], dirs)
 
         broker_id = values["broker.id"]
         if broker_id == -1:
@@ -394,6 +410,7 @@ class BrokerConfig:
             advertised_listeners=advertised,
             inter_broker_listener_name=inter,
             log_dirs=[Path(d) for d in dirs],
+            cordoned_log_dirs=cordoned,
             num_partitions=values["num.partitions"],
             default_replication_factor=values["default.replication.factor"],
             min_insync_replicas=values["min.insync.replicas"],

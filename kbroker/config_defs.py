@@ -254,6 +254,8 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     # Log basics.
     ConfigDef("log.dirs", LIST, None),
     ConfigDef("log.dir", LIST, "/tmp/kafka-logs"),
+    # KIP-1066: directories that take no new partitions ("*": all of them).
+    ConfigDef("cordoned.log.dirs", LIST, ""),
     ConfigDef("num.partitions", INT, "1", min=1),
     ConfigDef("default.replication.factor", INT, "1", min=1),
     ConfigDef("num.recovery.threads.per.data.dir", INT, "1", min=1),

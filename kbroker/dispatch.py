@@ -146,21 +146,17 @@ HANDLERS.update(
 # meaning is not implemented yet are not advertised ("Advertise only what is implemented").
 SERVED_MAX: dict[int, int] = {
     ApiKey.PRODUCE: 11,
-    ApiKey.FETCH: 17,
-    ApiKey.LIST_OFFSETS: 10,
-    ApiKey.METADATA: 12,
-    ApiKey.OFFSET_COMMIT: 9,
-    ApiKey.OFFSET_FETCH: 9,
     ApiKey.TXN_OFFSET_COMMIT: 4,
     ApiKey.INIT_PRODUCER_ID: 5,
     ApiKey.END_TXN: 4,
-    ApiKey.DESCRIBE_GROUPS: 5,
-    ApiKey.DESCRIBE_CLUSTER: 1,
-    ApiKey.DESCRIBE_LOG_DIRS: 4,
     ApiKey.WRITE_TXN_MARKERS: 1,
-    ApiKey.LIST_TRANSACTIONS: 1,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
 }
+
+
+def served_versions(api_key: int) -> range:
+    """The versions of an API this broker serves (and advertises)."""
+    cls = REQUEST_CLASSES[api_key]
+    return range(cls.MIN_VERSION, SERVED_MAX.get(api_key, cls.MAX_VERSION) + 1)
 
 
 class Dispatcher:
@@ -169,8 +165,8 @@ class Dispatcher:
         self._versions = [
             ApiVersion(
                 api_key=key,
-                min_version=REQUEST_CLASSES[key].MIN_VERSION,
-                max_version=SERVED_MAX.get(key, REQUEST_CLASSES[key].MAX_VERSION),
+                min_version=served_versions(key).start,
+                max_version=served_versions(key).stop - 1,
             )
             for key in sorted(HANDLERS)
         ]

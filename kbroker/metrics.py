@@ -138,7 +138,8 @@ def _records_size(records: object) -> int:
 class RequestMetrics:
     """Per-API request counts, errors (closed connections) and latency; bytes per topic.
 
-    ``topic_name`` resolves the topic ids of Fetch v13+ to names (None when unknown)."""
+    ``topic_name`` resolves the topic ids of Produce v13+ and Fetch v13+ to names (None when
+    unknown)."""
 
     def __init__(self, topic_name: Callable[[uuid.UUID], str | None]) -> None:
         self._topic_name = topic_name
@@ -160,14 +161,19 @@ class RequestMetrics:
         if api_key == ApiKey.PRODUCE:
             for topic in request.topic_data:
                 size = sum(_records_size(p.records) for p in topic.partition_data)
-                self.bytes_in[topic.name] = self.bytes_in.get(topic.name, 0) + size
+                name = self._name(topic.name, topic.topic_id)
+                self.bytes_in[name] = self.bytes_in.get(name, 0) + size
         elif api_key == ApiKey.FETCH and response is not None:
             replica = max(request.replica_id, request.replica_state.replica_id)
             target = self.replication_bytes_out if replica >= 0 else self.bytes_out
             for topic in response.responses:
-                name = topic.topic or self._topic_name(topic.topic_id) or str(topic.topic_id)
+                name = self._name(topic.topic, topic.topic_id)
                 size = sum(_records_size(p.records) for p in topic.partitions)
                 target[name] = target.get(name, 0) + size
+
+    def _name(self, name: str, topic_id: uuid.UUID) -> str:
+        """A topic's name, looked up for the versions that name it by id."""
+        return name or self._topic_name(topic_id) or str(topic_id)
 
     def expose(self, out: Exposition) -> None:
         out.family(

@@ -120,5 +120,6 @@ async def handle_describe_log_dirs(
             result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         elif version >= 4:
             result.total_bytes, result.usable_bytes = space
+        result.is_cordoned = directory in broker.logs.cordoned
         results.append(result)
     return DescribeLogDirsResponse(results=results)

@@ -10,6 +10,7 @@ Broker addresses in answers are those of the listener the request came through
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from controller.interface import BrokerInfo
@@ -24,6 +25,15 @@ if TYPE_CHECKING:
 NO_EPOCH = -1
 # Fetch and ListOffsets isolation level of read_committed consumers (KIP-98).
 READ_COMMITTED = 1
+
+
+def topic_name(broker: Broker, name: str, topic_id: uuid.UUID, by_id: bool) -> str | None:
+    """The topic a request names: ``name``, or in the versions that name topics by id (KIP-516)
+    the name of ``topic_id``, None when the broker does not know that id."""
+    if not by_id:
+        return name
+    info = broker.metadata.topic_by_id(topic_id)
+    return info.name if info is not None else None
 
 
 def leader_partition(broker: Broker, topic: str, index: int) -> Partition:

@@ -30,7 +30,9 @@ purgatory, which wakes read_committed fetchers as it wakes the others.
 A fetch with a replica id (>= 0) comes from a follower: it reads up to the log
 end offset rather than the high watermark, and its fetch offset is the
 follower's log end offset, which the leader records once per request (before
-any wait) to advance the high watermark and the ISR (replication/manager.py).
+any wait) to advance the high watermark and the ISR (replication/manager.py). From v18 a
+follower also sends the high watermark it knows (KIP-1166): when ours is newer the answer
+goes back at once, so the follower learns it without waiting for new records.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from kbroker.handlers.common import (
     check_leader_epoch,
     current_leader,
     leader_partition,
+    topic_name,
 )
 from kbroker.handlers.throttling import throttle
 from kbroker.log.file_region import FileRegion
@@ -71,6 +74,10 @@ if TYPE_CHECKING:
     from kbroker.broker import Broker
 
 INT32_MAX = 2**31 - 1
+# Topics named by id, not name (KIP-516).
+FIRST_TOPIC_ID_VERSION = 13
+# Followers send the high watermark they know (KIP-1166).
+FIRST_FOLLOWER_HIGH_WATERMARK_VERSION = 18
 
 
 def _legacy_magic(version: int) -> int | None:
@@ -151,6 +158,21 @@ def _size(records: object) -> int:
 def replica_id_of(request: FetchRequest, version: int) -> int:
     """The fetching replica's broker id (-1 for consumers); in ReplicaState from v15."""
     return request.replica_state.replica_id if version >= 15 else request.replica_id
+
+
+def _follower_high_watermark_behind(
+    broker: Broker, request: FetchRequest, names: list[str | None]
+) -> bool:
+    """KIP-1166: whether the follower reports a high watermark older than ours for a partition
+    (-1 when it knows none), so the answer goes back at once instead of waiting for data."""
+    for topic, name in zip(request.topics, names, strict=True):
+        if name is None:
+            continue
+        for wanted in topic.partitions:
+            partition = broker.partition(name, wanted.partition)
+            if partition is not None and wanted.high_watermark < partition.high_watermark:
+                return True
+    return False
 
 
 def _record_follower_fetch(
@@ -306,13 +328,9 @@ def _denied(broker: Broker, names: list[str | None], *, from_follower: bool) -> 
 
 def _topic_names(broker: Broker, request: FetchRequest, version: int) -> list[str | None]:
     """The request's topic names (v13+ names topics by id: None where the id is unknown)."""
-    if version < 13:
+    if version < FIRST_TOPIC_ID_VERSION:
         return [topic.topic for topic in request.topics]
-    names: list[str | None] = []
-    for topic in request.topics:
-        info = broker.metadata.topic_by_id(topic.topic_id)
-        names.append(info.name if info is not None else None)
-    return names
+    return [topic_name(broker, "", topic.topic_id, by_id=True) for topic in request.topics]
 
 
 async def _fetch(
@@ -335,10 +353,21 @@ async def _fetch(
         if name is not None
         for wanted in topic.partitions
     ]
+    stale_high_watermark = (
+        replica >= 0
+        and version >= FIRST_FOLLOWER_HIGH_WATERMARK_VERSION
+        and _follower_high_watermark_behind(broker, request, names_allowed)
+    )
     while True:
         response, total, any_error = _fetch_once(broker, request, version, names, denied, idle)
         remaining = deadline - time.monotonic()
-        if total >= request.min_bytes or any_error or remaining <= 0 or not keys:
+        if (
+            total >= request.min_bytes
+            or any_error
+            or remaining <= 0
+            or not keys
+            or stale_high_watermark
+        ):
             return response
         if not await broker.fetch_purgatory.wait(keys, remaining):
             return _fetch_once(broker, request, version, names, denied, idle)[0]

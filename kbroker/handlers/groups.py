@@ -61,6 +61,8 @@ FIRST_SKIP_ASSIGNMENT_VERSION = 9
 FIRST_NULLABLE_PROTOCOL_NAME_VERSION = 7
 # LeaveGroup v3+ carries a batch of members (KIP-345).
 FIRST_BATCHED_LEAVE_VERSION = 3
+# DescribeGroups v6+ answers GROUP_ID_NOT_FOUND for a group it does not know (KIP-1043).
+FIRST_GROUP_NOT_FOUND_VERSION = 6
 CLASSIC_GROUP_TYPE = "classic"
 
 
@@ -242,12 +244,17 @@ async def handle_describe_groups(
         )
         error, description = broker.group_coordinator.describe_group(group_id)
         if description is None:
-            # Kafka describes a group it does not know as Dead, without an error.
+            # Kafka describes a group it does not know as Dead, from v6 with the error
+            # GROUP_ID_NOT_FOUND (KIP-1043).
+            not_found = error == ErrorCode.NONE
+            if not_found and version >= FIRST_GROUP_NOT_FOUND_VERSION:
+                error = ErrorCode.GROUP_ID_NOT_FOUND
             groups.append(
                 DescribedGroup(
                     error_code=error,
+                    error_message=f"Group {group_id} not found." if not_found and error else None,
                     group_id=group_id,
-                    group_state=GroupState.DEAD.value if error == ErrorCode.NONE else "",
+                    group_state=GroupState.DEAD.value if not_found else "",
                     authorized_operations=operations,
                 )
             )

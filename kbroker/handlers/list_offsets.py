@@ -1,4 +1,8 @@
-"""ListOffsets: earliest, latest, by timestamp and max timestamp.
+"""ListOffsets: earliest, latest, by timestamp and max timestamp, every version.
+
+v10 adds a timeout for offsets looked up in remote storage (KIP-1075) and v11 the earliest
+offset pending upload (KIP-1023): kbroker has no tiered storage, so the first is never
+needed and the tiered special values answer no offset, as Kafka does without remote storage.
 
 "Latest" is the high watermark, or the last stable offset for isolation level
 1 (read_committed, v2+, KIP-98): the offset the next visible record will get,
@@ -35,7 +39,11 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3  # KIP-734, v7+
 EARLIEST_LOCAL = -4  # KIP-405, v8+: no tiered storage, so the log start
-LATEST_TIERED = -5  # KIP-1005, v9+: nothing is tiered, so the log start
+# Nothing is ever tiered: no offset, as Kafka answers for a topic without remote storage.
+LATEST_TIERED = -5  # KIP-1005, v9+
+EARLIEST_PENDING_UPLOAD = -6  # KIP-1023, v11+
+NOT_TIERED = (LATEST_TIERED, EARLIEST_PENDING_UPLOAD)
+NO_OFFSET = (-1, -1)
 
 
 def _lookup(partition: Partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
@@ -43,17 +51,19 @@ def _lookup(partition: Partition, timestamp: int, read_committed: bool) -> tuple
     visible_end = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
         return -1, visible_end
-    if timestamp in (EARLIEST, EARLIEST_LOCAL, LATEST_TIERED):
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, partition.log.log_start_offset
+    if timestamp in NOT_TIERED:
+        return NO_OFFSET
     if timestamp == MAX_TIMESTAMP:
         if partition.high_watermark == partition.log.log_start_offset:
-            return -1, -1
+            return NO_OFFSET
         return partition.log.max_timestamp()
     if timestamp < 0:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"timestamp {timestamp}")
     found = partition.log.offset_for_timestamp(timestamp)
     if found is None or found[0] >= visible_end:
-        return -1, -1
+        return NO_OFFSET
     offset, found_timestamp = found
     return found_timestamp, offset
 
@@ -81,7 +91,7 @@ def _answer(
     else:
         response.timestamp = timestamp
         response.offset = offset
-        if version >= 4:
+        if version >= 4 and offset >= 0:
             response.leader_epoch = partition.leader_epoch
     return response
 

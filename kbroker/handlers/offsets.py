@@ -4,7 +4,9 @@ Version differences handled here: OffsetCommit v0 has no generation or member (a
 commit), v1 carries a commit timestamp per partition, v2-v4 a retention time that sets an
 explicit expiry, v6+ the committed leader epoch. OffsetFetch v0-v1 report group errors per
 partition, v2-v7 in a top-level error, v8+ per group (several groups in one request); v2+ may ask
-for all of a group's offsets with a null topic list.
+for all of a group's offsets with a null topic list. Both name topics by id from v10: an id the
+broker does not know is answered UNKNOWN_TOPIC_ID for its partitions, and offsets kept for a
+topic that no longer exists are left out of a v10 answer for all of a group's offsets.
 
 Authorization (kbroker/authorization.py), as Kafka's: committing needs READ on the group
 (else every partition is GROUP_AUTHORIZATION_FAILED) and on each topic (else its
@@ -16,11 +18,13 @@ needs DELETE on the group and READ on each topic.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from kbroker.authorization import authorize
 from kbroker.group.events import TopicPartition
 from kbroker.group.offsets_store import NO_TIMESTAMP, OffsetValue
+from kbroker.handlers.common import topic_name
 from kbroker.security.acls import AclOperation, ResourceType
 from wire.errors import ErrorCode
 from wire.messages.offset_commit_request import OffsetCommitRequest
@@ -51,6 +55,7 @@ from wire.messages.txn_offset_commit_response import (
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,
 )
+from wire.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from kbroker.broker import Broker
@@ -61,6 +66,8 @@ RETENTION_VERSIONS = range(2, 5)
 COMMIT_TIMESTAMP_VERSION = 1
 FIRST_TOP_LEVEL_FETCH_ERROR_VERSION = 2
 FIRST_MULTI_GROUP_FETCH_VERSION = 8
+# OffsetCommit and OffsetFetch v10 name topics by id (KIP-848's topic ids).
+FIRST_TOPIC_ID_VERSION = 10
 
 
 def _group_partitions(pairs: list[tuple[str, list[int]]]) -> list[TopicPartition]:
@@ -101,8 +108,27 @@ async def handle_offset_commit(
     broker: Broker, header: RequestHeader, request: OffsetCommitRequest, version: int
 ) -> OffsetCommitResponse:
     now = int(broker.clock() * 1000)
+    by_id = version >= FIRST_TOPIC_ID_VERSION
     offsets: dict[TopicPartition, OffsetValue] = {}
+    unknown_ids: list[OffsetCommitResponseTopic] = []
+    ids: dict[str, uuid.UUID] = {}
     for topic in request.topics:
+        name = topic_name(broker, topic.name, topic.topic_id, by_id)
+        if name is None:
+            unknown_ids.append(
+                OffsetCommitResponseTopic(
+                    topic_id=topic.topic_id,
+                    partitions=[
+                        OffsetCommitResponsePartition(
+                            partition_index=p.partition_index,
+                            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                        )
+                        for p in topic.partitions
+                    ],
+                )
+            )
+            continue
+        ids[name] = topic.topic_id
         for p in topic.partitions:
             commit_ts = now
             if version == COMMIT_TIMESTAMP_VERSION and p.commit_timestamp != NO_TIMESTAMP:
@@ -110,7 +136,7 @@ async def handle_offset_commit(
             expire_ts = NO_TIMESTAMP
             if version in RETENTION_VERSIONS and request.retention_time_ms != -1:
                 expire_ts = commit_ts + request.retention_time_ms
-            offsets[(topic.name, p.partition_index)] = OffsetValue(
+            offsets[(name, p.partition_index)] = OffsetValue(
                 offset=p.committed_offset,
                 metadata=p.committed_metadata if p.committed_metadata is not None else NO_METADATA,
                 commit_timestamp=commit_ts,
@@ -133,6 +159,7 @@ async def handle_offset_commit(
         topics=[
             OffsetCommitResponseTopic(
                 name=name,
+                topic_id=ids.get(name, ZERO_UUID),
                 partitions=[
                     OffsetCommitResponsePartition(partition_index=p, error_code=e)
                     for p, e in partitions
@@ -140,6 +167,7 @@ async def handle_offset_commit(
             )
             for name, partitions in _by_topic(errors).items()
         ]
+        + unknown_ids
     )
 
 
@@ -172,14 +200,26 @@ async def handle_offset_fetch(
     broker: Broker, header: RequestHeader, request: OffsetFetchRequest, version: int
 ) -> OffsetFetchResponse:
     if version >= FIRST_MULTI_GROUP_FETCH_VERSION:
+        by_id = version >= FIRST_TOPIC_ID_VERSION
         groups = []
         for group in request.groups:
-            wanted = (
-                None
-                if group.topics is None
-                else _group_partitions([(t.name, t.partition_indexes) for t in group.topics])
-            )
+            wanted = None
+            unknown_ids: list[OffsetFetchResponseTopics] = []
+            if group.topics is not None:
+                named = []
+                for t in group.topics:
+                    name = topic_name(broker, t.name, t.topic_id, by_id)
+                    if name is None:
+                        unknown_ids.append(_unknown_topic_id(t.topic_id, t.partition_indexes))
+                    else:
+                        named.append((name, t.partition_indexes))
+                wanted = _group_partitions(named)
             error, offsets, refused = _fetch_offsets(broker, group.group_id, wanted)
+            if by_id:
+                # Offsets of a topic that no longer exists cannot be named by id.
+                offsets = {
+                    tp: v for tp, v in offsets.items() if _topic_id(broker, tp[0]) != ZERO_UUID
+                }
             unstable = _unstable(broker, group.group_id, offsets, request.require_stable)
             topics: dict[str, list[OffsetFetchResponsePartitions]] = {}
             for (topic, partition), value in offsets.items():
@@ -203,9 +243,14 @@ async def handle_offset_fetch(
                     group_id=group.group_id,
                     error_code=error,
                     topics=[
-                        OffsetFetchResponseTopics(name=name, partitions=parts)
+                        OffsetFetchResponseTopics(
+                            name=name,
+                            topic_id=_topic_id(broker, name) if by_id else ZERO_UUID,
+                            partitions=parts,
+                        )
                         for name, parts in topics.items()
-                    ],
+                    ]
+                    + unknown_ids,
                 )
             )
         return OffsetFetchResponse(groups=groups)
@@ -246,6 +291,27 @@ async def handle_offset_fetch(
         topics=[
             OffsetFetchResponseTopic(name=name, partitions=parts) for name, parts in single.items()
         ]
+    )
+
+
+def _topic_id(broker: Broker, name: str) -> uuid.UUID:
+    """The id of a topic, the zero UUID when it does not exist."""
+    info = broker.metadata.topic(name)
+    return info.topic_id if info is not None else ZERO_UUID
+
+
+def _unknown_topic_id(topic_id: uuid.UUID, partitions: list[int]) -> OffsetFetchResponseTopics:
+    return OffsetFetchResponseTopics(
+        topic_id=topic_id,
+        partitions=[
+            OffsetFetchResponsePartitions(
+                partition_index=p,
+                committed_offset=NO_OFFSET,
+                metadata=NO_METADATA,
+                error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+            )
+            for p in partitions
+        ],
     )
 
 

@@ -25,6 +25,9 @@ request is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers.
 producer state then checks them (kbroker/producer_state.py): an older producer epoch gets
 INVALID_PRODUCER_EPOCH, a non-transactional batch while the producer's transaction is open
 INVALID_TXN_STATE.
+
+Produce v13 names topics by id (KIP-516): an id the broker does not know is answered
+UNKNOWN_TOPIC_ID for each of its partitions, and the answer carries the ids back.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from kbroker.handlers.common import (
     broker_endpoints,
     current_leader,
     leader_partition,
+    topic_name,
 )
 from kbroker.handlers.throttling import throttle
 from kbroker.quotas import PRODUCER_BYTE_RATE
@@ -70,6 +74,8 @@ if TYPE_CHECKING:
 VALID_ACKS = (-1, 0, 1)
 # The first Produce version whose batches must be RecordBatch v2 (KIP-98).
 FIRST_V2_ONLY_VERSION = 3
+# Topics named by id, not name (KIP-516).
+FIRST_TOPIC_ID_VERSION = 13
 LOG_APPEND_TIME = "LogAppendTime"
 
 
@@ -165,15 +171,19 @@ async def handle_produce(
     for topic in request.topic_data:
         partitions: list[PartitionProduceResponse] = []
         topic_error = request_error
-        if topic_error is None and not authorize(
-            broker, AclOperation.WRITE, ResourceType.TOPIC, topic.name
+        name = topic_name(broker, topic.name, topic.topic_id, version >= FIRST_TOPIC_ID_VERSION)
+        if topic_error is None and name is None:
+            topic_error = KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+        elif topic_error is None and not authorize(
+            broker, AclOperation.WRITE, ResourceType.TOPIC, name
         ):
             topic_error = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         for data in topic.partition_data:
             try:
                 if topic_error is not None:
                     raise topic_error
-                partition = leader_partition(broker, topic.name, data.index)
+                assert name is not None
+                partition = leader_partition(broker, name, data.index)
                 try:
                     response, last_offset = _append(broker, partition, data.records, acks, version)
                 except OSError as exc:
@@ -197,7 +207,11 @@ async def handle_produce(
                         record_errors=_record_errors(exc) if version >= 8 else [],
                     )
                 )
-        responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
+        responses.append(
+            TopicProduceResponse(
+                name=name or "", topic_id=topic.topic_id, partition_responses=partitions
+            )
+        )
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed")

@@ -3,7 +3,8 @@
 A backend that can move replicas implements ``Reassigner`` (the ZooKeeper one: the
 controller completes a reassignment once the target replicas are in sync, see
 controller/decisions.py). The embedded backend has one broker, so the only valid target is
-the current replica list, and nothing is ever in progress.
+the current replica list, and nothing is ever in progress. v1 may forbid changing a
+partition's replication factor (KIP-860).
 """
 
 from __future__ import annotations
@@ -69,6 +70,29 @@ def _single_node(
     return results
 
 
+def _replication_factor_changes(
+    broker: Broker, reassigner: Reassigner, targets: Mapping[TopicPartition, Sequence[int] | None]
+) -> dict[TopicPartition, KafkaError | None]:
+    """KIP-860 (v1, allow_replication_factor_change false): the targets whose replica count
+    differs from the partition's replication factor (its original replicas while a
+    reassignment is in progress), refused with INVALID_REPLICATION_FACTOR."""
+    moving = reassigner.list_reassignments([tp for tp, t in targets.items() if t is not None])
+    refused: dict[TopicPartition, KafkaError | None] = {}
+    for (topic, index), target in targets.items():
+        info = broker.metadata.topic(topic)
+        if target is None or info is None or not 0 <= index < len(info.partitions):
+            continue
+        ongoing = moving.get((topic, index))
+        factor = len(info.partitions[index].replicas if ongoing is None else ongoing.original)
+        if len(target) != factor:
+            refused[(topic, index)] = KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"The replication factor is changed from {factor} to {len(target)} but "
+                "changing the replication factor is not allowed",
+            )
+    return refused
+
+
 def _may(broker: Broker, operation: AclOperation) -> bool:
     """ALTER (to reassign) or DESCRIBE (to list) on the cluster, as Kafka asks."""
     return authorize(broker, operation, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -84,13 +108,17 @@ async def handle_alter_partition_reassignments(
         return AlterPartitionReassignmentsResponse(
             error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None, responses=[]
         )
+    refused: dict[TopicPartition, KafkaError | None] = {}
     if isinstance(broker.metadata, Reassigner):
         if not broker.metadata.is_controller():
             # Reassignments are the controller's (KIP-455): clients send them there.
             return AlterPartitionReassignmentsResponse(
                 error_code=ErrorCode.NOT_CONTROLLER, error_message=None, responses=[]
             )
-        results = await broker.metadata.alter_reassignments(targets)
+        if not request.allow_replication_factor_change:
+            refused = _replication_factor_changes(broker, broker.metadata, targets)
+            targets = {tp: t for tp, t in targets.items() if tp not in refused}
+        results = {**(await broker.metadata.alter_reassignments(targets)), **refused}
     else:
         results = _single_node(broker, targets)
     by_topic: dict[str, list[ReassignablePartitionResponse]] = {}
@@ -104,6 +132,7 @@ async def handle_alter_partition_reassignments(
         )
     return AlterPartitionReassignmentsResponse(
         error_message=None,
+        allow_replication_factor_change=request.allow_replication_factor_change,
         responses=[ReassignableTopicResponse(name=t, partitions=p) for t, p in by_topic.items()],
     )
 

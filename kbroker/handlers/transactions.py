@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from kbroker.authorization import authorize
 from kbroker.group.offsets_store import OFFSETS_TOPIC, partition_for
+from kbroker.regex import InvalidRegex, Regex
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.txn.log_records import TopicPartition, TxnState
 from wire.errors import ErrorCode
@@ -239,9 +240,17 @@ async def handle_list_transactions(
     if unknown and not states:
         # Only unknown states asked for: nothing can match.
         return ListTransactionsResponse(unknown_state_filters=unknown)
+    pattern = None
+    if request.transactional_id_pattern:
+        try:
+            pattern = Regex(request.transactional_id_pattern)
+        except InvalidRegex:
+            return ListTransactionsResponse(error_code=ErrorCode.INVALID_REGULAR_EXPRESSION)
     error, listed = broker.txn_coordinator.list_transactions(
         states, request.producer_id_filters, request.duration_filter
     )
+    if pattern is not None:
+        listed = [d for d in listed if pattern.matches(d.transactional_id)]
     return ListTransactionsResponse(
         error_code=error,
         unknown_state_filters=unknown,

@@ -31,7 +31,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from operator import attrgetter
 from pathlib import Path
 
@@ -94,13 +94,16 @@ class LogManager:
         *,
         clock: Callable[[], float] = time.time,
         config_for: Callable[[str, int], LogConfig] | None = None,
+        cordoned: Iterable[Path] = (),
     ) -> None:
         """`config_for(topic, partition)` gives the config of logs found by `open_all`
-        (defaults to Kafka's defaults; `get_or_create` with a config updates it)."""
+        (defaults to Kafka's defaults; `get_or_create` with a config updates it).
+        `cordoned` directories take no new partition while another one can (KIP-1066)."""
         if not log_dirs:
             raise ValueError("at least one log directory is required")
         # The online log directories; one whose writes failed moves to offline_dirs.
         self._dirs = [Path(d) for d in log_dirs]
+        self.cordoned = frozenset(Path(d) for d in cordoned)
         self.offline_dirs: list[Path] = []
         self._clock = clock
         self._config_for = config_for or (lambda _topic, _partition: LogConfig())
@@ -148,16 +151,18 @@ class LogManager:
         return self._pick_dir() / f"{topic}-{partition}"
 
     def _pick_dir(self) -> Path:
-        """The directory with the fewest partitions (Kafka's rule for a new log)."""
-        if len(self._dirs) == 1:
+        """The directory with the fewest partitions (Kafka's rule for a new log), among those
+        not cordoned when there are any."""
+        candidates = [d for d in self._dirs if d not in self.cordoned] or self._dirs
+        if len(candidates) == 1:
             # Counting would make creating n partitions cost O(n^2) for nothing.
-            return self._dirs[0]
-        counts = dict.fromkeys(self._dirs, 0)
+            return candidates[0]
+        counts = dict.fromkeys(candidates, 0)
         for plog in self._logs.values():
             parent = plog.directory.parent
             if parent in counts:
                 counts[parent] += 1
-        return min(self._dirs, key=lambda d: counts[d])
+        return min(candidates, key=lambda d: counts[d])
 
     def open_all(self) -> None:
         """Open every partition log found, recovering those of directories without a

@@ -218,6 +218,16 @@ def test_log_dirs_wins_over_log_dir_and_splits() -> None:
         BrokerConfig.from_properties({"log.dirs": " , "})
 
 
+def test_cordoned_log_dirs_are_log_dirs() -> None:
+    config = BrokerConfig.from_properties({"log.dirs": "/a,/b", "cordoned.log.dirs": "/b"})
+    assert (config.log_dirs, config.cordoned_log_dirs) == ([Path("/a"), Path("/b")], [Path("/b")])
+    every = BrokerConfig.from_properties({"log.dirs": "/a,/b", "cordoned.log.dirs": "*"})
+    assert every.cordoned_log_dirs == [Path("/a"), Path("/b")]
+    assert BrokerConfig.from_properties({"log.dirs": "/a"}).cordoned_log_dirs == []
+    with pytest.raises(ConfigError, match="cordoned.log.dirs: /c not in log.dirs"):
+        BrokerConfig.from_properties({"log.dirs": "/a,/b", "cordoned.log.dirs": "/c"})
+
+
 def test_zookeeper_connection_timeout_defaults_to_session_timeout() -> None:
     config = BrokerConfig.from_properties({"zookeeper.session.timeout.ms": "6000"})
     assert config.zookeeper_connection_timeout_ms == 6000

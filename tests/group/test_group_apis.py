@@ -4,6 +4,7 @@ committed state across a restart."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -40,6 +41,7 @@ from wire.messages.offset_fetch_request import (
     OffsetFetchRequestTopics,
 )
 from wire.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
+from wire.primitives import ZERO_UUID
 
 TOPIC = "events"
 
@@ -180,7 +182,13 @@ async def test_static_member_join(conn: BrokerConnection) -> None:
     assert joined.members[0].group_instance_id == "instance-1"
 
 
-def _commit_request(version: int, group: str, offsets: dict[tuple[str, int], int]) -> Any:
+TopicIds = dict[str, uuid.UUID]
+
+
+def _commit_request(
+    version: int, group: str, offsets: dict[tuple[str, int], int], ids: TopicIds | None = None
+) -> Any:
+    """``ids``: the topic ids standing for the names from v10 (KIP-848's topic ids)."""
     topics: dict[str, list[OffsetCommitRequestPartition]] = {}
     for (topic, partition), offset in offsets.items():
         topics.setdefault(topic, []).append(
@@ -193,19 +201,33 @@ def _commit_request(version: int, group: str, offsets: dict[tuple[str, int], int
         )
     return OffsetCommitRequest(
         group_id=group,
-        topics=[OffsetCommitRequestTopic(name=t, partitions=p) for t, p in topics.items()],
+        topics=[
+            OffsetCommitRequestTopic(name=t, partitions=p)
+            if version < 10
+            else OffsetCommitRequestTopic(topic_id=(ids or {})[t], partitions=p)
+            for t, p in topics.items()
+        ],
     )
 
 
-async def _fetch(conn: BrokerConnection, version: int, group: str) -> dict[tuple[str, int], Any]:
+def _named(name: str, topic_id: uuid.UUID, ids: TopicIds | None) -> str:
+    """The name of a topic in an answer that may name it by id (v10)."""
+    return name or next(n for n, i in (ids or {}).items() if i == topic_id)
+
+
+async def _fetch(
+    conn: BrokerConnection, version: int, group: str, ids: TopicIds | None = None
+) -> dict[tuple[str, int], Any]:
     wanted = [0, 1]
     if version >= 8:
+        named = (
+            OffsetFetchRequestTopics(name=TOPIC, partition_indexes=wanted)
+            if version < 10
+            else OffsetFetchRequestTopics(topic_id=(ids or {})[TOPIC], partition_indexes=wanted)
+        )
         request = OffsetFetchRequest(
             groups=[
-                OffsetFetchRequestGroup(
-                    group_id=group,
-                    topics=[OffsetFetchRequestTopics(name=TOPIC, partition_indexes=wanted)],
-                ),
+                OffsetFetchRequestGroup(group_id=group, topics=[named]),
                 OffsetFetchRequestGroup(group_id="unknown-group", topics=None),
             ]
         )
@@ -221,7 +243,7 @@ async def _fetch(conn: BrokerConnection, version: int, group: str) -> dict[tuple
         response = await conn.call(ApiKey.OFFSET_FETCH, version, request)
         topics = response.topics
     return {
-        (t.name, p.partition_index): (
+        (_named(t.name, getattr(t, "topic_id", ZERO_UUID), ids), p.partition_index): (
             p.committed_offset,
             p.metadata,
             p.committed_leader_epoch,
@@ -233,19 +255,27 @@ async def _fetch(conn: BrokerConnection, version: int, group: str) -> dict[tuple
 
 
 @pytest.mark.parametrize("version", versions(OffsetCommitRequest))
-async def test_simple_commit_and_fetch_every_version(conn: BrokerConnection, version: int) -> None:
+async def test_simple_commit_and_fetch_every_version(
+    broker: Broker, conn: BrokerConnection, version: int
+) -> None:
+    info = broker.metadata.topic(TOPIC)
+    assert info is not None
+    ids = {TOPIC: info.topic_id, "no-such-topic": uuid.uuid4()}
     group = f"simple-{version}"
     response = await conn.call(
         ApiKey.OFFSET_COMMIT,
         version,
-        _commit_request(version, group, {(TOPIC, 0): 42, ("no-such-topic", 0): 1}),
+        _commit_request(version, group, {(TOPIC, 0): 42, ("no-such-topic", 0): 1}, ids),
     )
     errors = {
-        (t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions
+        (_named(t.name, t.topic_id, ids), p.partition_index): p.error_code
+        for t in response.topics
+        for p in t.partitions
     }
-    assert errors == {(TOPIC, 0): ErrorCode.NONE, ("no-such-topic", 0): 3}
+    unknown = ErrorCode.UNKNOWN_TOPIC_ID if version >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert errors == {(TOPIC, 0): ErrorCode.NONE, ("no-such-topic", 0): unknown}
     fetch_version = min(version, OffsetFetchRequest.MAX_VERSION)
-    fetched = await _fetch(conn, fetch_version, group)
+    fetched = await _fetch(conn, fetch_version, group, ids)
     epoch = 3 if version >= 6 and fetch_version >= 5 else -1
     assert fetched == {
         (TOPIC, 0): (42, "meta-42", epoch, ErrorCode.NONE),
@@ -262,6 +292,49 @@ async def test_fetch_all_topics_with_null(conn: BrokerConnection) -> None:
         (t.name, [(p.partition_index, p.committed_offset) for p in t.partitions])
         for t in response.topics
     ] == [(TOPIC, [(1, 7)])]
+
+
+async def test_fetch_by_topic_id(broker: Broker, conn: BrokerConnection) -> None:
+    # v10: topics by id; an unknown id is UNKNOWN_TOPIC_ID, and all of a group's offsets leave
+    # out a topic that no longer exists (it has no id to name it by).
+    await broker.metadata.create_topic("doomed", 1, 1)
+    ids = {
+        name: info.topic_id for name in (TOPIC, "doomed") if (info := broker.metadata.topic(name))
+    }
+    await conn.call(
+        ApiKey.OFFSET_COMMIT,
+        10,
+        _commit_request(10, "by-id", {(TOPIC, 1): 7, ("doomed", 0): 3}, ids),
+    )
+    await broker.metadata.delete_topic("doomed")
+    unknown = uuid.uuid4()
+    response = await conn.call(
+        ApiKey.OFFSET_FETCH,
+        10,
+        OffsetFetchRequest(
+            groups=[
+                OffsetFetchRequestGroup(
+                    group_id="by-id",
+                    topics=[
+                        OffsetFetchRequestTopics(topic_id=ids[TOPIC], partition_indexes=[1]),
+                        OffsetFetchRequestTopics(topic_id=unknown, partition_indexes=[0]),
+                    ],
+                ),
+                OffsetFetchRequestGroup(group_id="by-id", topics=None),
+            ]
+        ),
+    )
+    named, everything = response.groups
+    assert [
+        (t.topic_id, [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
+        for t in named.topics
+    ] == [
+        (ids[TOPIC], [(1, 7, ErrorCode.NONE)]),
+        (unknown, [(0, -1, ErrorCode.UNKNOWN_TOPIC_ID)]),
+    ]
+    assert [
+        (t.topic_id, [p.committed_offset for p in t.partitions]) for t in everything.topics
+    ] == [(ids[TOPIC], [7])]
 
 
 async def test_commit_with_generation_is_checked(conn: BrokerConnection) -> None:
@@ -310,7 +383,9 @@ async def test_describe_groups(conn: BrokerConnection, version: int) -> None:
     assert [
         (m.member_id, m.client_id, m.client_host, m.member_assignment) for m in described.members
     ] == [(joined.member_id, "group-tests", "/127.0.0.1", b"a")]
-    assert (unknown.error_code, unknown.group_state) == (ErrorCode.NONE, "Dead")
+    # KIP-1043: v6 says GROUP_ID_NOT_FOUND (the state stays Dead, as Kafka 4.3 answers).
+    not_found = ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else ErrorCode.NONE
+    assert (unknown.error_code, unknown.group_state) == (not_found, "Dead")
     if version >= 3:
         assert described.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
 

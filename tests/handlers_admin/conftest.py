@@ -21,10 +21,11 @@ M = TypeVar("M")
 
 
 class FakeLogs:
-    """What the handlers use of a LogManager: ``dirs`` and ``logs()``."""
+    """What the handlers use of a LogManager: ``dirs``, ``cordoned`` and ``logs()``."""
 
-    def __init__(self, dirs: list[Path]) -> None:
+    def __init__(self, dirs: list[Path], cordoned: list[Path]) -> None:
         self.dirs = dirs
+        self.cordoned = frozenset(cordoned)
         self._logs: dict[tuple[str, int], SimpleNamespace] = {}
 
     def add(self, topic: str, partition: int, directory: Path, size: int) -> None:
@@ -50,7 +51,7 @@ async def make_broker(tmp_path: Path, **props: str) -> Any:
     return SimpleNamespace(
         config=config,
         metadata=metadata,
-        logs=FakeLogs(config.log_dirs),
+        logs=FakeLogs(config.log_dirs, config.cordoned_log_dirs),
         quotas=quotas,
         authorizer=build_authorizer(config, metadata.acls),
     )

@@ -22,7 +22,7 @@ from wire.messages.describe_log_dirs_response import DescribeLogDirsResponse
 DESCRIBE_CLUSTER, DESCRIBE_LOG_DIRS = 60, 35
 
 
-@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("version", [0, 1, 2])
 async def test_describe_cluster(tmp_path: Path, version: int) -> None:
     broker = await make_broker(tmp_path, **{"broker.rack": "rack-a"})
     request = roundtrip(DescribeClusterRequest(), version)
@@ -36,6 +36,8 @@ async def test_describe_cluster(tmp_path: Path, version: int) -> None:
     assert [(b.broker_id, b.host, b.port, b.rack) for b in response.brokers] == [
         (1, "127.0.0.1", 9092, "rack-a")
     ]
+    # v2 (KIP-1073) may ask for fenced brokers too; a kbroker broker is never fenced.
+    assert not any(b.is_fenced for b in response.brokers)
     assert response.cluster_authorized_operations == -2147483648
 
 
@@ -75,7 +77,7 @@ def _layout(response: DescribeLogDirsResponse) -> dict[str, dict[str, list[tuple
     }
 
 
-@pytest.mark.parametrize("version", range(0, 5))
+@pytest.mark.parametrize("version", range(0, 6))
 async def test_describe_log_dirs(broker: Any, version: int) -> None:
     d1, d2 = broker.config.log_dirs
     broker.logs.add("a", 0, d1, 100)
@@ -95,6 +97,15 @@ async def test_describe_log_dirs(broker: Any, version: int) -> None:
         else:
             assert result.total_bytes == -1
     assert response.error_code == ErrorCode.NONE
+
+
+async def test_describe_log_dirs_reports_cordoned_dirs(tmp_path: Path) -> None:
+    broker = await make_broker(tmp_path, **{"cordoned.log.dirs": str(tmp_path / "d2")})
+    response = await describe_dirs(broker, 5, None)
+    assert [(r.log_dir, r.is_cordoned) for r in response.results] == [
+        (os.path.abspath(tmp_path / "d1"), False),
+        (os.path.abspath(tmp_path / "d2"), True),
+    ]
 
 
 async def test_describe_log_dirs_filtered(broker: Any) -> None:

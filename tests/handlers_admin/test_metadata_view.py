@@ -7,7 +7,9 @@ from __future__ import annotations
 import uuid
 
 from controller.interface import PartitionInfo, TopicInfo
+from kbroker.dispatch import served_versions
 from kbroker.handlers.metadata import TopicMetadataCache, topic_metadata
+from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
 from wire.messages.metadata_response import MetadataResponseTopic
 from wire.primitives import Writer
@@ -55,7 +57,7 @@ def _encoded(answer: MetadataResponseTopic, version: int) -> bytes:
 def test_a_cached_answer_encodes_as_a_fresh_one_in_every_version() -> None:
     topic, live = _topic(1, (1, 2, 3)), frozenset({1, 2, 3})
     cached = TopicMetadataCache().answer(topic, live)
-    for version in range(13):
+    for version in served_versions(ApiKey.METADATA):
         fresh = _encoded(topic_metadata(topic, live), version)
         assert _encoded(cached, version) == fresh
         assert _encoded(cached, version) == fresh  # the kept encoding

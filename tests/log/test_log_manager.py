@@ -50,6 +50,24 @@ def test_layout_and_reopen_after_clean_shutdown(tmp_path: Path) -> None:
     assert manager.get("nope", 0) is None
 
 
+def test_new_logs_avoid_cordoned_dirs(tmp_path: Path) -> None:
+    # KIP-1066: a cordoned directory keeps its logs and takes no new one while another can.
+    manager = LogManager([tmp_path / "a", tmp_path / "b"], cordoned=[tmp_path / "a"])
+    manager.open_all()
+    for partition in range(4):
+        fill(manager, "orders", partition, 1)
+    assert {manager.dir_of("orders", p).parent for p in range(4)} == {tmp_path / "b"}
+    manager.shutdown()
+    everywhere = LogManager(
+        [tmp_path / "a", tmp_path / "b"], cordoned=[tmp_path / "a", tmp_path / "b"]
+    )
+    everywhere.open_all()
+    # Every directory cordoned: new logs still go where they would otherwise.
+    fill(everywhere, "more", 0, 1)
+    assert everywhere.dir_of("more", 0).parent == tmp_path / "a"
+    everywhere.shutdown()
+
+
 def test_unclean_restart_recovers(tmp_path: Path) -> None:
     manager = LogManager([tmp_path])
     manager.open_all()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+from controller.decisions import Reassignment
 from controller.embedded import EmbeddedMetadata
 from kbroker.config import BrokerConfig
 from kbroker.handlers.reassignments import (
@@ -103,3 +104,53 @@ async def test_a_broker_that_is_not_the_controller_refuses() -> None:
         0,
     )
     assert listed.error_code == ErrorCode.NOT_CONTROLLER
+
+
+class RecordingController(EmbeddedMetadata):
+    """The embedded backend posing as a cluster controller: records what it is asked to move;
+    partition ("t", 1) is being moved from [1, 2] to [3, 4]."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        super().__init__(config)
+        self.asked: dict[tuple[str, int], object] = {}
+
+    def is_controller(self) -> bool:
+        return True
+
+    async def alter_reassignments(self, targets: dict) -> dict:  # type: ignore[type-arg]
+        self.asked.update(targets)
+        return dict.fromkeys(targets)
+
+    def list_reassignments(self, partitions: object) -> dict:  # type: ignore[type-arg]
+        return {("t", 1): Reassignment(replicas=(1, 2, 3, 4), adding=(3, 4), removing=(1, 2))}
+
+
+async def test_v1_may_forbid_changing_the_replication_factor(tmp_path: Path) -> None:
+    # KIP-860: with allow_replication_factor_change false, a target whose replica count differs
+    # from the partition's replication factor (the original replicas while moving) is refused.
+    config = BrokerConfig.from_properties(
+        {"broker.id": "1", "log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:9092"}
+    )
+    metadata = RecordingController(config)
+    await metadata.start()
+    await metadata.create_topic("t", 2, 1)
+    broker = SimpleNamespace(authorizer=None, metadata=metadata)
+    targets = {0: [2], 1: [5, 6, 7]}
+
+    def request(allow: bool) -> AlterPartitionReassignmentsRequest:
+        partitions = [
+            ReassignablePartition(partition_index=i, replicas=r) for i, r in targets.items()
+        ]
+        return AlterPartitionReassignmentsRequest(
+            allow_replication_factor_change=allow,
+            topics=[ReassignableTopic(name="t", partitions=partitions)],
+        )
+
+    response = await handle_alter_partition_reassignments(broker, HEADER, request(False), 1)  # type: ignore[arg-type]
+    codes = {p.partition_index: p.error_code for p in response.responses[0].partitions}
+    assert codes == {0: ErrorCode.NONE, 1: ErrorCode.INVALID_REPLICATION_FACTOR}
+    assert response.allow_replication_factor_change is False
+    assert list(metadata.asked) == [("t", 0)]
+    response = await handle_alter_partition_reassignments(broker, HEADER, request(True), 1)  # type: ignore[arg-type]
+    assert {p.error_code for p in response.responses[0].partitions} == {ErrorCode.NONE}
+    assert list(metadata.asked) == [("t", 0), ("t", 1)]

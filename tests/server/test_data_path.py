@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 import pytest
 
 from kbroker.broker import Broker
+from kbroker.dispatch import served_versions
 from tests.server.conftest import RawClient
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
 from wire.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
-from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
 from wire.messages.fetch_response import FetchResponse
 from wire.messages.init_producer_id_request import InitProducerIdRequest
 from wire.messages.init_producer_id_response import InitProducerIdResponse
@@ -26,6 +28,7 @@ from wire.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from wire.messages.metadata_response import MetadataResponse
 from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from wire.messages.produce_response import ProduceResponse
+from wire.primitives import ZERO_UUID
 from wire.records.legacy import build_message_set
 from wire.records.record import Record, build_batch, decode_records
 
@@ -65,14 +68,23 @@ def records(start: int, count: int, ts: int = 1_700_000_000_000) -> list[Record]
 
 
 async def produce(
-    client: RawClient, topic: str, data: bytes, version: int = 9, acks: int = -1, partition: int = 0
+    client: RawClient,
+    topic: str,
+    data: bytes,
+    version: int = 9,
+    acks: int = -1,
+    partition: int = 0,
+    topic_id: uuid.UUID = ZERO_UUID,
 ) -> ProduceResponse:
+    """Produce v13+ names the topic by ``topic_id``."""
     request = ProduceRequest(
         acks=acks,
         timeout_ms=5000,
         topic_data=[
             TopicProduceData(
-                name=topic, partition_data=[PartitionProduceData(index=partition, records=data)]
+                name=topic if version < 13 else "",
+                topic_id=topic_id,
+                partition_data=[PartitionProduceData(index=partition, records=data)],
             )
         ],
     )
@@ -130,20 +142,24 @@ async def fetch(
 
 async def test_produce_then_fetch_every_version(broker: Broker, client: RawClient) -> None:
     await create_topic(client, "every-version")
+    info = broker.metadata.topic("every-version")
+    assert info is not None
     expected: list[bytes] = []
-    for version in range(ProduceRequest.MIN_VERSION, ProduceRequest.MAX_VERSION + 1):
+    for version in served_versions(ApiKey.PRODUCE):
         batch_records = records(len(expected), 3)
         if version < 3:
             magic = 0 if version < 2 else 1
             data = build_message_set(batch_records, magic, 0)
         else:
             data = build_batch(batch_records)
-        response = await produce(client, "every-version", data, version=version)
+        response = await produce(
+            client, "every-version", data, version=version, topic_id=info.topic_id
+        )
         partition = response.responses[0].partition_responses[0]
         assert partition.error_code == ErrorCode.NONE, (version, partition)
         assert partition.base_offset == len(expected)
         expected += [r.value for r in batch_records]
-    for version in range(FetchRequest.MIN_VERSION, FetchRequest.MAX_VERSION + 1):
+    for version in served_versions(ApiKey.FETCH):
         response = await fetch(client, broker, "every-version", 0, version=version)
         data = response.responses[0].partitions[0]
         assert data.error_code == ErrorCode.NONE, version
@@ -151,6 +167,31 @@ async def test_produce_then_fetch_every_version(broker: Broker, client: RawClien
         got = decode_records(bytes(data.records))
         assert [r.value for r in got] == expected, version
         assert [r.offset for r in got] == list(range(len(expected)))
+
+
+async def test_follower_with_an_older_high_watermark_is_answered_at_once(
+    broker: Broker, client: RawClient
+) -> None:
+    # KIP-1166 (Fetch v18): a follower that reports an older high watermark than the leader's
+    # is answered without waiting for records; one that is up to date waits as before.
+    await create_topic(client, "hw")
+    await produce(client, "hw", build_batch(records(0, 3)), acks=1)
+    partition = broker.partition("hw", 0)
+    assert partition is not None and partition.high_watermark == 3
+
+    def follower_fetch(known_high_watermark: int) -> FetchRequest:
+        request = fetch_request(broker, "hw", 3, max_wait_ms=30_000, min_bytes=1)
+        request.replica_state = ReplicaState(replica_id=1, replica_epoch=-1)
+        request.topics[0].partitions[0].high_watermark = known_high_watermark
+        return request
+
+    answered = await asyncio.wait_for(client.call(ApiKey.FETCH, 18, follower_fetch(1)), timeout=20)
+    assert isinstance(answered, FetchResponse)
+    assert answered.responses[0].partitions[0].high_watermark == 3
+    waiting = asyncio.ensure_future(client.call(ApiKey.FETCH, 18, follower_fetch(3)))
+    done, _ = await asyncio.wait([waiting], timeout=1.0)
+    assert not done, "an up-to-date follower waits for records"
+    waiting.cancel()
 
 
 async def test_fetch_beyond_end_is_out_of_range(broker: Broker, client: RawClient) -> None:
@@ -353,12 +394,18 @@ async def test_list_offsets_every_version(broker: Broker, client: RawClient) -> 
     await create_topic(client, "offsets")
     await produce(client, "offsets", build_batch(records(0, 5, ts=1000)))
     await produce(client, "offsets", build_batch(records(5, 5, ts=2000)))
-    for version in range(ListOffsetsRequest.MIN_VERSION, ListOffsetsRequest.MAX_VERSION + 1):
+    for version in served_versions(ApiKey.LIST_OFFSETS):
         targets = {-2: 0, -1: 10}
         if version >= 1:
             targets.update({1002: 2, 2000: 5, 9999: -1})
         if version >= 7:
             targets[-3] = 9
+        if version >= 8:
+            targets[-4] = 0  # earliest local: the log start, nothing being tiered
+        if version >= 9:
+            targets[-5] = -1  # latest tiered: none, as Kafka answers without remote storage
+        if version >= 11:
+            targets[-6] = -1  # earliest pending upload: none either
         for timestamp, offset in targets.items():
             request = ListOffsetsRequest(
                 replica_id=-1,
@@ -375,6 +422,9 @@ async def test_list_offsets_every_version(broker: Broker, client: RawClient) -> 
             assert answer.error_code == ErrorCode.NONE
             got = answer.old_style_offsets[0] if version == 0 else answer.offset
             assert got == offset, (version, timestamp)
+            if version >= 4:
+                # No offset, no epoch (Kafka 4.3 answers -1 for both).
+                assert (answer.leader_epoch == -1) == (offset == -1), (version, timestamp)
 
 
 async def test_data_and_topics_survive_restart(tmp_path, client: RawClient, broker: Broker) -> None:

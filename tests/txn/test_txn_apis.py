@@ -12,10 +12,11 @@ import pytest
 
 from kbroker.broker import Broker
 from kbroker.client import BrokerConnection
+from kbroker.dispatch import served_versions
 from kbroker.group.offsets_store import OFFSETS_TOPIC, partition_for
 from kbroker.txn.log_records import TRANSACTION_STATE_TOPIC
 from tests.group.conftest import StartBroker, connect
-from wire.api_keys import REQUEST_CLASSES, ApiKey
+from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
 from wire.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from wire.messages.add_partitions_to_txn_request import (
@@ -56,8 +57,7 @@ async def conn(broker: Broker) -> AsyncIterator[BrokerConnection]:
 
 
 def versions(api: ApiKey) -> list[int]:
-    cls = REQUEST_CLASSES[api]
-    return list(range(cls.MIN_VERSION, cls.MAX_VERSION + 1))
+    return list(served_versions(api))
 
 
 async def _init(conn: BrokerConnection, txn: str = "tx", version: int = 4, **kw: Any) -> Any:
@@ -127,8 +127,7 @@ async def test_transaction_apis_are_advertised(conn: BrokerConnection) -> None:
         ApiKey.LIST_TRANSACTIONS,
         ApiKey.WRITE_TXN_MARKERS,
     ):
-        cls = REQUEST_CLASSES[api]
-        assert advertised[api] == (cls.MIN_VERSION, cls.MAX_VERSION)
+        assert advertised[api] == (served_versions(api).start, served_versions(api).stop - 1)
 
 
 # v0 has no key type (groups only).
@@ -364,3 +363,31 @@ async def test_describe_and_list_transactions(broker: Broker, conn: BrokerConnec
         assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [
             ("tx", "Ongoing")
         ]
+
+
+async def test_list_transactions_by_pattern(broker: Broker, conn: BrokerConnection) -> None:
+    # KIP-1152 (v2): RE2/J syntax matched against the whole id, as Kafka 4.3 answers.
+    await conn.call(ApiKey.FIND_COORDINATOR, 1, FindCoordinatorRequest(key="tx", key_type=1))
+    for transactional_id in ("tx", "xab", "xabc"):
+        await _init(conn, transactional_id)
+    expected = {
+        None: ["tx", "xab", "xabc"],
+        "": ["tx", "xab", "xabc"],
+        "xab": ["xab"],
+        "a.*": [],
+        ".*ab": ["xab"],
+        "x[[:alpha:]]+": ["xab", "xabc"],
+        "(?i)XAB": ["xab"],
+    }
+    for pattern, ids in expected.items():
+        listed = await conn.call(
+            ApiKey.LIST_TRANSACTIONS, 2, ListTransactionsRequest(transactional_id_pattern=pattern)
+        )
+        assert listed.error_code == ErrorCode.NONE
+        assert sorted(t.transactional_id for t in listed.transaction_states) == ids, pattern
+    for bad in ("(", "[a-", "(?<=x)ab"):
+        listed = await conn.call(
+            ApiKey.LIST_TRANSACTIONS, 2, ListTransactionsRequest(transactional_id_pattern=bad)
+        )
+        assert listed.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION, bad
+        assert listed.transaction_states == []
