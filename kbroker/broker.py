@@ -38,6 +38,7 @@ from kbroker.config import (
     parse_per_ip_overrides,
 )
 from kbroker.dispatch import Dispatcher
+from kbroker.features import DEFAULT_FINALIZED
 from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.group.coordinator import GroupCoordinator
 from kbroker.handlers.metadata import TopicMetadataCache
@@ -65,6 +66,7 @@ from kbroker.server.connection_quotas import (
 from kbroker.server.listener import KafkaServer
 from kbroker.server.memory_pool import MemoryPool
 from kbroker.txn.coordinator import TransactionCoordinator
+from kbroker.txn.verification import TxnVerifier
 from replication.fetcher import make_settings
 from replication.manager import ReplicaManager
 
@@ -181,6 +183,8 @@ class Broker:
         self.dispatcher = Dispatcher(self)
         self.group_coordinator = GroupCoordinator(self)
         self.txn_coordinator = TransactionCoordinator(self)
+        self.txn_verifier = TxnVerifier(self)
+        self.features = DEFAULT_FINALIZED
         self.server = KafkaServer(
             self.dispatcher.handle,
             self.dispatcher.reject_version,
@@ -314,6 +318,7 @@ class Broker:
         # (NOT_COORDINATOR) and their connections can finish.
         await self.group_coordinator.stop()
         await self.txn_coordinator.stop()
+        await self.txn_verifier.close()
         await self.server.close()
         if self.metrics_server is not None:
             await self.metrics_server.close()

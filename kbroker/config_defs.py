@@ -367,7 +367,8 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("transaction.max.timeout.ms", INT, "900000", min=1),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, "10000", min=1),
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", INT, "3600000", min=1),
-    ConfigDef("transaction.partition.verification.enable", BOOL, "true"),
+    # KIP-890: partition leaders verify a transaction's first batch with its coordinator.
+    ConfigDef("transaction.partition.verification.enable", BOOL, "true", dynamic=True),
     ConfigDef("producer.id.expiration.ms", INT, "86400000", min=1),
     ConfigDef("producer.id.expiration.check.interval.ms", INT, "600000", min=1),
     # Tiered storage (KIP-405): accepted, not supported (-2: use the retention settings).
@@ -427,7 +428,6 @@ NO_EFFECT_YET: frozenset[str] = frozenset(
         "offsets.load.buffer.size",
         "offsets.commit.required.acks",
         "transaction.state.log.load.buffer.size",
-        "transaction.partition.verification.enable",
         "log.local.retention.ms",
         "log.local.retention.bytes",
     }

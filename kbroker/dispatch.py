@@ -145,11 +145,8 @@ HANDLERS.update(
 # The newest version served where it is older than the specs' newest: versions whose
 # meaning is not implemented yet are not advertised ("Advertise only what is implemented").
 SERVED_MAX: dict[int, int] = {
-    ApiKey.PRODUCE: 11,
-    ApiKey.TXN_OFFSET_COMMIT: 4,
+    # v6 is KIP-939's two-phase commit, which Kafka 4.3 does not advertise by default either.
     ApiKey.INIT_PRODUCER_ID: 5,
-    ApiKey.END_TXN: 4,
-    ApiKey.WRITE_TXN_MARKERS: 1,
 }
 
 

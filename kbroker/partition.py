@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from kbroker.log.partition_log import AppendResult, PartitionLog
+from kbroker.producer_state import VerificationGuard
+from kbroker.txn.log_records import TV_1
 from replication.isr import LeaderIsr
 from wire.errors import ErrorCode, KafkaError
 from wire.records.control import EndTxnMarker, end_txn_marker_batch
@@ -144,6 +146,8 @@ class Partition:
         *,
         log_append_time_ms: int | None,
         from_coordinator: bool = False,
+        verification: VerificationGuard | None = None,
+        marker_version: int = TV_1,
     ) -> AppendResult:
         self._require_leader()
         result = self.log.append_as_leader(
@@ -151,6 +155,8 @@ class Partition:
             leader_epoch=self.leader_epoch,
             log_append_time_ms=log_append_time_ms,
             from_coordinator=from_coordinator,
+            verification=verification,
+            marker_version=marker_version,
         )
         if not result.duplicate:
             self.on_change(self.key)
@@ -158,13 +164,21 @@ class Partition:
         return result
 
     def append_marker(
-        self, marker: EndTxnMarker, *, producer_id: int, producer_epoch: int, now_ms: int
+        self,
+        marker: EndTxnMarker,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        now_ms: int,
+        transaction_version: int = TV_1,
     ) -> AppendResult:
         """Append the control batch ending `producer_id`'s transaction (WriteTxnMarkers)."""
         batch = end_txn_marker_batch(
             marker, producer_id=producer_id, producer_epoch=producer_epoch, timestamp=now_ms
         )
-        return self.append(bytearray(batch), log_append_time_ms=None)
+        return self.append(
+            bytearray(batch), log_append_time_ms=None, marker_version=transaction_version
+        )
 
     def on_follower_fetch(self, replica: int, fetch_offset: int, now_ms: float) -> None:
         leader = self._require_leader()

@@ -35,7 +35,12 @@ Rules (Kafka's ProducerStateManager semantics, as of Kafka 2.5+/KIP-360):
   OUT_OF_ORDER_SEQUENCE_NUMBER;
 - a non-transactional batch from a producer with an open transaction -> INVALID_TXN_STATE;
 - a marker with a producer epoch below the current one -> INVALID_PRODUCER_EPOCH, with a
-  coordinator epoch below the last marker's -> TRANSACTION_COORDINATOR_FENCED.
+  coordinator epoch below the last marker's -> TRANSACTION_COORDINATOR_FENCED; a marker of
+  transaction version 2 must carry an epoch above the one of the transaction it ends
+  (KIP-1228: that end bumped it), else INVALID_PRODUCER_EPOCH;
+- with verification (KIP-890), a transactional batch that opens its producer's transaction
+  needs the guard taken when the coordinator was asked (`VerificationGuard`), else
+  INVALID_TXN_STATE.
 A batch covers sequences base_sequence .. base_sequence + last_offset_delta (wrapping).
 """
 
@@ -45,6 +50,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from kbroker.txn.log_records import TV_1, TV_2
 from wire.errors import ErrorCode, KafkaError
 from wire.records.control import EndTxnMarker
 
@@ -189,6 +195,20 @@ class ProducerEntry:
         return None
 
 
+class VerificationGuard:
+    """KIP-890: a transactional produce request that would open its producer's transaction on
+    this partition is verified with the transaction coordinator first. The guard, taken before
+    asking, is given back with the append; it holds only while nothing else happened to the
+    producer here meanwhile (a marker ended the transaction, a newer epoch wrote), so a request
+    delayed past its transaction's end cannot open a transaction nothing will end."""
+
+    __slots__ = ("producer_id", "producer_epoch")
+
+    def __init__(self, producer_id: int, producer_epoch: int) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+
+
 @dataclass(frozen=True)
 class PendingAppend:
     """Checked updates of one append, applied by `ProducerStateManager.commit`."""
@@ -206,6 +226,8 @@ class ProducerStateManager:
         self._ongoing: dict[int, int] = {}
         # Transactions closed by a marker the high watermark has not passed yet.
         self._unreplicated: list[CompletedTxn] = []
+        # producer id -> the guard of its transaction start being verified (leader only).
+        self._verifying: dict[int, VerificationGuard] = {}
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -226,11 +248,31 @@ class ProducerStateManager:
             if entry.in_transaction
         }
         self._unreplicated = []
+        self._verifying.clear()
 
     def clear(self) -> None:
         self._producers.clear()
         self._ongoing.clear()
         self._unreplicated = []
+        self._verifying.clear()
+
+    def needs_verification(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether a transactional batch of this producer would open its transaction here."""
+        entry = self._producers.get(producer_id)
+        return entry is None or not entry.in_transaction or entry.epoch != producer_epoch
+
+    def begin_verification(self, producer_id: int, producer_epoch: int) -> VerificationGuard:
+        """The guard to append with once the coordinator said the transaction includes this
+        partition (requests of one producer verifying together share it)."""
+        guard = self._verifying.get(producer_id)
+        if guard is None or guard.producer_epoch != producer_epoch:
+            guard = self._verifying[producer_id] = VerificationGuard(producer_id, producer_epoch)
+        return guard
+
+    def end_verification(self, guard: VerificationGuard) -> None:
+        """The verification failed: its guard no longer admits an append."""
+        if self._verifying.get(guard.producer_id) is guard:
+            del self._verifying[guard.producer_id]
 
     def ongoing_transactions(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction."""
@@ -264,10 +306,18 @@ class ProducerStateManager:
             self._ongoing.pop(producer_id, None)
 
     def prepare(
-        self, batches: Sequence[ProducerBatch], *, check_sequences: bool = True
+        self,
+        batches: Sequence[ProducerBatch],
+        *,
+        check_sequences: bool = True,
+        verification: VerificationGuard | None = None,
+        marker_version: int = TV_1,
     ) -> PendingAppend | BatchMetadata:
         """Check a leader append; a `BatchMetadata` result means a duplicate batch. Without
-        `check_sequences` (a coordinator's own write) only epochs are checked."""
+        `check_sequences` (a coordinator's own write) only epochs are checked. With a
+        `verification` guard, a transactional batch that opens its producer's transaction is
+        admitted only while that guard holds. `marker_version`: the transaction version of
+        the markers appended (KIP-1228)."""
         updates: dict[int, ProducerEntry] = {}
         pending_completed: list[CompletedTxn] = []
         for batch in batches:
@@ -282,11 +332,27 @@ class ProducerStateManager:
             if updated is None:
                 updated = current.copy() if current is not None else ProducerEntry()
                 updates[batch.producer_id] = updated
-            self._check(batch, current, updated, check_sequences)
+            self._check(batch, current, updated, check_sequences, marker_version)
+            if verification is not None and batch.is_transactional and not batch.is_control:
+                self._check_verified(batch, updated, verification)
             completed = updated.add(batch)
             if completed is not None:
                 pending_completed.append(completed)
         return PendingAppend(updates, pending_completed)
+
+    def _check_verified(
+        self, batch: ProducerBatch, updated: ProducerEntry, guard: VerificationGuard
+    ) -> None:
+        opens = not updated.in_transaction or updated.epoch != batch.producer_epoch
+        if opens and (
+            self._verifying.get(batch.producer_id) is not guard
+            or guard.producer_epoch != batch.producer_epoch
+        ):
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"the transaction of producer {batch.producer_id} changed while this partition "
+                "was verified with its coordinator",
+            )
 
     def _check(
         self,
@@ -294,6 +360,7 @@ class ProducerStateManager:
         current: ProducerEntry | None,
         updated: ProducerEntry,
         check_sequences: bool,
+        marker_version: int,
     ) -> None:
         if batch.producer_epoch < updated.epoch:
             raise KafkaError(
@@ -301,6 +368,15 @@ class ProducerStateManager:
                 f"producer {batch.producer_id} epoch {batch.producer_epoch} is older than "
                 f"the current epoch {updated.epoch}",
             )
+        if batch.is_control and marker_version >= TV_2 and updated.in_transaction:
+            if batch.producer_epoch <= updated.epoch:
+                # A version 2 end bumps the epoch: an equal one belongs to an earlier end
+                # and would close the transaction open now (KIP-1228).
+                raise KafkaError(
+                    ErrorCode.INVALID_PRODUCER_EPOCH,
+                    f"transaction version 2 marker of producer {batch.producer_id} has epoch "
+                    f"{batch.producer_epoch}, not above the current epoch {updated.epoch}",
+                )
         if batch.is_control:
             marker = batch.marker
             if marker is not None and marker.coordinator_epoch < updated.coordinator_epoch:
@@ -338,9 +414,11 @@ class ProducerStateManager:
 
     def commit(self, pending: PendingAppend) -> list[AbortedTxn]:
         """Apply a prepared append after its batches were written; returns the aborted
-        transactions it ended."""
+        transactions it ended. Whatever the append did to a producer ends the verification
+        of its transaction start."""
         for pid, entry in pending.updates.items():
             self._apply(pid, entry)
+            self._verifying.pop(pid, None)
         if not pending.completed:
             return []
         aborted = (self._complete(txn) for txn in pending.completed)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from controller.interface import BrokerInfo, TopicInfo
 from kbroker.acks_all import await_replication, check_min_insync
+from kbroker.producer_state import VerificationGuard
 from wire.errors import DecodeError, ErrorCode, KafkaError
 from wire.records.batch import BatchHeader, iter_batches
 from wire.records.record import Record, build_batch, decode_batch
@@ -48,6 +49,16 @@ LOAD_CHUNK_BYTES = 1 << 20
 LOAD_WAIT_SECONDS = 1.0
 
 KeyValue = tuple[bytes, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnProducer:
+    """The transactional producer a coordinator's write belongs to (TxnOffsetCommit), with the
+    guard of its verification when the write opens its transaction here (KIP-890)."""
+
+    producer_id: int
+    producer_epoch: int
+    verification: VerificationGuard | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,12 +289,12 @@ class StateTopic:
         records: Sequence[KeyValue],
         *,
         acks_all: bool,
-        producer: tuple[int, int] | None = None,
+        producer: TxnProducer | None = None,
     ) -> tuple[Partition, int] | ErrorCode:
         """Append records to partition ``index``: the partition and the last offset written,
         or the storage error. ``acks_all`` refuses the write while the ISR is too small.
-        ``producer`` (id, epoch) makes the batch part of that producer's transaction, as a
-        TxnOffsetCommit is; its epoch is checked like a producer's, its sequence is not."""
+        ``producer`` makes the batch part of that producer's transaction, as a TxnOffsetCommit
+        is; its epoch is checked like a producer's, its sequence is not."""
         partition = self._broker.partition(self.name, index)
         if partition is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -295,11 +306,10 @@ class StateTopic:
         if producer is None:
             batch = build_batch(entries)
         else:
-            producer_id, producer_epoch = producer
             batch = build_batch(
                 entries,
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
+                producer_id=producer.producer_id,
+                producer_epoch=producer.producer_epoch,
                 base_sequence=0,
                 transactional=True,
             )
@@ -307,7 +317,10 @@ class StateTopic:
             if acks_all:
                 check_min_insync(partition)
             result = partition.append(
-                bytearray(batch), log_append_time_ms=None, from_coordinator=producer is not None
+                bytearray(batch),
+                log_append_time_ms=None,
+                from_coordinator=producer is not None,
+                verification=producer.verification if producer is not None else None,
             )
         except KafkaError as exc:
             log.warning("write to %s-%d failed: %s", self.name, index, exc)
@@ -323,7 +336,7 @@ class StateTopic:
         self,
         index: int,
         records: Sequence[KeyValue],
-        producer: tuple[int, int] | None = None,
+        producer: TxnProducer | None = None,
     ) -> PendingWrite | ErrorCode:
         """Append with acks=all; the write then waits in ``finish_write``."""
         appended = self.append(index, records, acks_all=True, producer=producer)
@@ -359,7 +372,7 @@ class StateTopic:
         self,
         index: int,
         records: Sequence[KeyValue],
-        producer: tuple[int, int] | None = None,
+        producer: TxnProducer | None = None,
     ) -> ErrorCode:
         """Append with acks=all and wait; the storage error."""
         started = self.start_write(index, records, producer)

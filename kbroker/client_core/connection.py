@@ -130,7 +130,6 @@ WRITTEN_FOR: Versions = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
-    ApiKey.WRITE_TXN_MARKERS: (0, 1),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
 }

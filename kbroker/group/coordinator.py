@@ -66,13 +66,27 @@ from kbroker.state_topic import (
     StateLoader,
     StateTopic,
     StateTopicSettings,
+    TxnProducer,
 )
+from kbroker.txn.verification import produce_error
 from wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kbroker.broker import Broker
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetVerification:
+    """How a TxnOffsetCommit's transaction is verified (KIP-890): by whose transactional id,
+    whether the coordinator adds the offsets partition (v5 with transaction version 2), and
+    whether the request version knows TRANSACTION_ABORTABLE (v4+)."""
+
+    transactional_id: str
+    add: bool
+    abortable_known: bool
+
 
 # A JoinGroup/SyncGroup is answered by the core within the rebalance timeout (plus the initial
 # delay); this margin only bounds the wait should that ever fail.
@@ -272,7 +286,7 @@ class GroupCoordinator:
         return self.state.start_write(self._index(group_id), self._encoded(records))
 
     async def store(
-        self, group_id: str, records: list[Record], producer: tuple[int, int] | None = None
+        self, group_id: str, records: list[Record], producer: TxnProducer | None = None
     ) -> ErrorCode:
         """Write offsets of one group with acks=all (in ``producer``'s transaction when
         given); the error to report."""
@@ -452,24 +466,62 @@ class GroupCoordinator:
         group_instance_id: str | None,
         generation_id: int,
         offsets: dict[TopicPartition, OffsetValue],
+        verification: TxnOffsetVerification | None = None,
     ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: written in the producer's transaction, pending until its marker
-        reaches the group's offsets partition (``complete_txn``)."""
+        reaches the group's offsets partition (``complete_txn``). With ``verification``
+        (KIP-890) a commit that opens the transaction on that partition is first verified
+        with the transaction coordinator."""
         error = self.core.validate_txn_commit(group_id, member_id, group_instance_id, generation_id)
         if error != ErrorCode.NONE:
             return dict.fromkeys(offsets, error)
         errors, accepted = self._check_offsets(offsets)
         if not accepted:
             return errors
+        producer = TxnProducer(producer_id, producer_epoch)
+        if verification is not None:
+            checked = await self._verify(group_id, producer, verification)
+            if isinstance(checked, ErrorCode):
+                errors.update(dict.fromkeys(accepted, checked))
+                return errors
+            producer = checked
         stored = await self.store(
             group_id,
             [(OffsetKey(group_id, t, p), value) for (t, p), value in accepted.items()],
-            (producer_id, producer_epoch),
+            producer,
         )
         if stored == ErrorCode.NONE:
             self.core.add_pending_txn_offsets(group_id, producer_id, accepted)
         errors.update(dict.fromkeys(accepted, stored))
         return errors
+
+    async def _verify(
+        self, group_id: str, producer: TxnProducer, verification: TxnOffsetVerification
+    ) -> TxnProducer | ErrorCode:
+        """The producer with its verification guard, or the error to answer (KIP-890)."""
+        index = self._index(group_id)
+        partition = self._broker.partition(OFFSETS_TOPIC, index)
+        if partition is None or not partition.is_leader:
+            return producer  # the write answers it
+        producers = partition.log.producers
+        if not producers.needs_verification(producer.producer_id, producer.producer_epoch):
+            return producer
+        guard = producers.begin_verification(producer.producer_id, producer.producer_epoch)
+        answers = await self._broker.txn_verifier.check(
+            verification.transactional_id,
+            producer.producer_id,
+            producer.producer_epoch,
+            [(OFFSETS_TOPIC, index)],
+            add=verification.add,
+        )
+        error = produce_error(
+            answers.get((OFFSETS_TOPIC, index), ErrorCode.UNKNOWN_SERVER_ERROR),
+            verification.abortable_known,
+        )
+        if error is not None:
+            producers.end_verification(guard)
+            return error.code
+        return TxnProducer(producer.producer_id, producer.producer_epoch, guard)
 
     def complete_txn(self, producer_id: int, partition: int, commit: bool) -> None:
         """A transaction marker was written to offsets partition ``partition`` (the

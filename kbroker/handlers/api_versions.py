@@ -1,13 +1,19 @@
-"""ApiVersions: what this broker speaks (KIP-35, KIP-511)."""
+"""ApiVersions: what this broker speaks (KIP-35, KIP-511), and from v3 its features and the
+levels finalized for the cluster (KIP-584, kbroker/features.py)."""
 
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
 
+from kbroker.features import SUPPORTED
 from wire.errors import ErrorCode
 from wire.messages.api_versions_request import ApiVersionsRequest
-from wire.messages.api_versions_response import ApiVersionsResponse
+from wire.messages.api_versions_response import (
+    ApiVersionsResponse,
+    FinalizedFeatureKey,
+    SupportedFeatureKey,
+)
 from wire.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
@@ -26,4 +32,17 @@ async def handle_api_versions(
         and _SOFTWARE_FIELD.fullmatch(request.client_software_version)
     ):
         error = ErrorCode.INVALID_REQUEST
-    return ApiVersionsResponse(error_code=error, api_keys=broker.dispatcher.supported_versions())
+    finalized = broker.features
+    return ApiVersionsResponse(
+        error_code=error,
+        api_keys=broker.dispatcher.supported_versions(),
+        supported_features=[
+            SupportedFeatureKey(name=name, min_version=low, max_version=high)
+            for name, (low, high) in SUPPORTED.items()
+        ],
+        finalized_features_epoch=finalized.epoch,
+        finalized_features=[
+            FinalizedFeatureKey(name=name, min_version_level=level, max_version_level=level)
+            for name, level in finalized.levels.items()
+        ],
+    )

@@ -22,10 +22,13 @@ import uuid
 from typing import TYPE_CHECKING
 
 from kbroker.authorization import authorize
+from kbroker.features import TRANSACTION_VERSION
+from kbroker.group.coordinator import TxnOffsetVerification
 from kbroker.group.events import TopicPartition
 from kbroker.group.offsets_store import NO_TIMESTAMP, OffsetValue
 from kbroker.handlers.common import topic_name
 from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.txn.log_records import TV_2
 from wire.errors import ErrorCode
 from wire.messages.offset_commit_request import OffsetCommitRequest
 from wire.messages.offset_commit_response import (
@@ -68,6 +71,10 @@ FIRST_TOP_LEVEL_FETCH_ERROR_VERSION = 2
 FIRST_MULTI_GROUP_FETCH_VERSION = 8
 # OffsetCommit and OffsetFetch v10 name topics by id (KIP-848's topic ids).
 FIRST_TOPIC_ID_VERSION = 10
+# TxnOffsetCommit v4 knows TRANSACTION_ABORTABLE; with v5 and transaction version 2 the
+# offsets partition joins the transaction without AddOffsetsToTxn (KIP-890).
+FIRST_ABORTABLE_TXN_COMMIT_VERSION = 4
+FIRST_IMPLICIT_ADD_OFFSETS_VERSION = 5
 
 
 def _group_partitions(pairs: list[tuple[str, list[int]]]) -> list[TopicPartition]:
@@ -338,7 +345,8 @@ async def handle_txn_offset_commit(
     broker: Broker, header: RequestHeader, request: TxnOffsetCommitRequest, version: int
 ) -> TxnOffsetCommitResponse:
     """Offsets written in the producer's transaction (KIP-98, KIP-447 for the member fields of
-    v3+), visible once the transaction commits."""
+    v3+), visible once the transaction commits; verified with the transaction coordinator
+    first when they open the transaction on the group's offsets partition (KIP-890)."""
     now = int(broker.clock() * 1000)
     offsets = {
         (topic.name, p.partition_index): OffsetValue(
@@ -361,6 +369,14 @@ async def handle_txn_offset_commit(
         offsets, refused = _split_refused(broker, offsets, AclOperation.READ, request.group_id)
     errors: dict[TopicPartition, ErrorCode] = {}
     if offsets or not refused:
+        verification = None
+        if broker.config.get("transaction.partition.verification.enable"):
+            verification = TxnOffsetVerification(
+                request.transactional_id,
+                add=version >= FIRST_IMPLICIT_ADD_OFFSETS_VERSION
+                and broker.features.level(TRANSACTION_VERSION) >= TV_2,
+                abortable_known=version >= FIRST_ABORTABLE_TXN_COMMIT_VERSION,
+            )
         errors = await broker.group_coordinator.commit_txn_offsets(
             request.group_id,
             request.producer_id,
@@ -369,6 +385,7 @@ async def handle_txn_offset_commit(
             request.group_instance_id,
             request.generation_id,
             offsets,
+            verification,
         )
     errors = {**errors, **refused}
     return TxnOffsetCommitResponse(

@@ -28,6 +28,13 @@ INVALID_TXN_STATE.
 
 Produce v13 names topics by id (KIP-516): an id the broker does not know is answered
 UNKNOWN_TOPIC_ID for each of its partitions, and the answer carries the ids back.
+
+KIP-890 (``transaction.partition.verification.enable``, default true): a transactional batch
+that would open its producer's transaction on a partition is first verified with the
+transaction coordinator (kbroker/txn/verification.py), and with transaction version 2 and
+Produce v12+ the coordinator adds the partition itself; a batch delayed past its transaction's
+end is refused (INVALID_TXN_STATE, TRANSACTION_ABORTABLE from v11) instead of opening a
+transaction that no coordinator would end.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from typing import TYPE_CHECKING
 
 from kbroker.acks_all import await_replication, check_min_insync
 from kbroker.authorization import authorize
+from kbroker.features import TRANSACTION_VERSION
 from kbroker.handlers.common import (
     LEADER_MOVED,
     broker_endpoints,
@@ -44,10 +52,13 @@ from kbroker.handlers.common import (
     topic_name,
 )
 from kbroker.handlers.throttling import throttle
+from kbroker.producer_state import ProducerStateManager, VerificationGuard
 from kbroker.quotas import PRODUCER_BYTE_RATE
 from kbroker.record_validation import RecordValidationError, check_keys_for_compaction
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.server.connection import CloseConnection
+from kbroker.txn.log_records import TV_2
+from kbroker.txn.verification import produce_error
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.produce_request import ProduceRequest
 from wire.messages.produce_response import (
@@ -76,6 +87,10 @@ VALID_ACKS = (-1, 0, 1)
 FIRST_V2_ONLY_VERSION = 3
 # Topics named by id, not name (KIP-516).
 FIRST_TOPIC_ID_VERSION = 13
+# The producer knows TRANSACTION_ABORTABLE (KIP-890).
+FIRST_ABORTABLE_VERSION = 11
+# With transaction version 2 the leader adds the partition to the transaction (KIP-890).
+FIRST_IMPLICIT_ADD_VERSION = 12
 LOG_APPEND_TIME = "LogAppendTime"
 
 
@@ -85,6 +100,7 @@ def _append(
     records: memoryview | bytes | None,
     acks: int,
     version: int,
+    verification: VerificationGuard | None,
 ) -> tuple[PartitionProduceResponse, int]:
     """Append; returns the response and the last offset written (for acks=all)."""
     if records is None or len(records) == 0:
@@ -113,7 +129,7 @@ def _append(
     append_time = (
         int(broker.clock() * 1000) if config.message_timestamp_type == LOG_APPEND_TIME else None
     )
-    result = partition.append(batches, log_append_time_ms=append_time)
+    result = partition.append(batches, log_append_time_ms=append_time, verification=verification)
     response = PartitionProduceResponse(
         index=partition.index,
         error_code=ErrorCode.NONE,
@@ -134,6 +150,57 @@ async def _await_replication(
         if error != ErrorCode.NONE:
             response.error_code = error
             response.base_offset = -1
+
+
+async def _verify_transaction(
+    broker: Broker,
+    request: ProduceRequest,
+    version: int,
+    names: list[str | None],
+    topic_errors: list[KafkaError | None],
+) -> dict[tuple[str, int], VerificationGuard | KafkaError]:
+    """KIP-890: the partitions where this request would open its producer's transaction are
+    first verified with the transaction coordinator (added by it from Produce v12 with
+    transaction version 2); each gets the guard to append with, or its error."""
+    if request.transactional_id is None or not broker.config.get(
+        "transaction.partition.verification.enable"
+    ):
+        return {}
+    guards: dict[tuple[str, int], tuple[ProducerStateManager, VerificationGuard]] = {}
+    for topic, name, error in zip(request.topic_data, names, topic_errors, strict=True):
+        if name is None or error is not None:
+            continue
+        for data in topic.partition_data:
+            records = data.records
+            if records is None or len(records) < BATCH_HEADER_SIZE or peek_magic(records) != 2:
+                continue
+            header = read_header(records)
+            partition = broker.partition(name, data.index)
+            if not header.is_transactional or partition is None or not partition.is_leader:
+                continue  # the append answers what is wrong
+            producers = partition.log.producers
+            if producers.needs_verification(header.producer_id, header.producer_epoch):
+                guard = producers.begin_verification(header.producer_id, header.producer_epoch)
+                guards[(name, data.index)] = (producers, guard)
+    if not guards:
+        return {}
+    first = next(iter(guards.values()))[1]
+    add = (
+        version >= FIRST_IMPLICIT_ADD_VERSION and broker.features.level(TRANSACTION_VERSION) >= TV_2
+    )
+    answers = await broker.txn_verifier.check(
+        request.transactional_id, first.producer_id, first.producer_epoch, guards, add=add
+    )
+    verified: dict[tuple[str, int], VerificationGuard | KafkaError] = {}
+    for tp, (producers, guard) in guards.items():
+        error = produce_error(
+            answers.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR),
+            abortable_known=version >= FIRST_ABORTABLE_VERSION,
+        )
+        if error is not None:
+            producers.end_verification(guard)
+        verified[tp] = error or guard
+    return verified
 
 
 def _has_transactional_records(request: ProduceRequest) -> bool:
@@ -168,24 +235,36 @@ async def handle_produce(
     failed = False
     waiting: list[tuple[Partition, int, PartitionProduceResponse]] = []
     responses: list[TopicProduceResponse] = []
-    for topic in request.topic_data:
-        partitions: list[PartitionProduceResponse] = []
+    names = [
+        topic_name(broker, t.name, t.topic_id, version >= FIRST_TOPIC_ID_VERSION)
+        for t in request.topic_data
+    ]
+    topic_errors: list[KafkaError | None] = []
+    for name in names:
         topic_error = request_error
-        name = topic_name(broker, topic.name, topic.topic_id, version >= FIRST_TOPIC_ID_VERSION)
         if topic_error is None and name is None:
             topic_error = KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
         elif topic_error is None and not authorize(
             broker, AclOperation.WRITE, ResourceType.TOPIC, name
         ):
             topic_error = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        topic_errors.append(topic_error)
+    verified = await _verify_transaction(broker, request, version, names, topic_errors)
+    for topic, name, topic_error in zip(request.topic_data, names, topic_errors, strict=True):
+        partitions: list[PartitionProduceResponse] = []
         for data in topic.partition_data:
             try:
                 if topic_error is not None:
                     raise topic_error
                 assert name is not None
+                guard = verified.get((name, data.index))
+                if isinstance(guard, KafkaError):
+                    raise guard
                 partition = leader_partition(broker, name, data.index)
                 try:
-                    response, last_offset = _append(broker, partition, data.records, acks, version)
+                    response, last_offset = _append(
+                        broker, partition, data.records, acks, version, guard
+                    )
                 except OSError as exc:
                     # A write the log directory refused (ENOSPC, EIO): the segment was cut
                     # back to its last whole batch, the directory goes offline (KIP-112),

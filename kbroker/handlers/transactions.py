@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from kbroker.authorization import authorize
 from kbroker.group.offsets_store import OFFSETS_TOPIC, partition_for
 from kbroker.regex import InvalidRegex, Regex
-from kbroker.security.acls import AclOperation, ResourceType
-from kbroker.txn.log_records import TopicPartition, TxnState
+from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from kbroker.txn.log_records import TV_1, TV_2, TopicPartition, TxnState
 from wire.errors import ErrorCode
 from wire.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from wire.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
@@ -61,6 +61,8 @@ FIRST_FENCED_VERSION = 2
 FIRST_FENCED_INIT_VERSION = 4
 # AddPartitionsToTxn v4+ is the batched broker-to-coordinator form (KIP-890).
 FIRST_BATCHED_ADD_PARTITIONS_VERSION = 4
+# EndTxn v5: transaction version 2, the end bumps the producer's epoch (KIP-890).
+FIRST_EPOCH_BUMP_END_VERSION = 5
 
 
 def fenced_for(error: ErrorCode, version: int, first_fenced_version: int) -> ErrorCode:
@@ -127,8 +129,10 @@ async def _add_one(
         return coordinator.verify_partitions(
             txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted
         )
+    # Brokers add partitions for their producers only with transaction version 2 (KIP-890).
+    txn_version = TV_2 if version >= FIRST_BATCHED_ADD_PARTITIONS_VERSION else TV_1
     error = await coordinator.add_partitions(
-        txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted
+        txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, txn_version
     )
     error = fenced_for(error, version, FIRST_FENCED_VERSION)
     return dict.fromkeys(wanted, error)
@@ -146,6 +150,9 @@ async def handle_add_partitions_to_txn(
         )
         errors = await _add_one(broker, single, version)
         return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_topic_results(errors))
+    if not authorize(broker, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        # The batched form is the brokers' own (KIP-890), as Kafka authorizes it.
+        return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     outcomes = await asyncio.gather(*(_add_one(broker, t, version) for t in request.transactions))
     return AddPartitionsToTxnResponse(
         results_by_transaction=[
@@ -182,7 +189,11 @@ async def handle_end_txn(
     if not _may_txn(broker, AclOperation.WRITE, request.transactional_id):
         return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     result = await broker.txn_coordinator.end_txn(
-        request.transactional_id, request.producer_id, request.producer_epoch, request.committed
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        request.committed,
+        TV_2 if version >= FIRST_EPOCH_BUMP_END_VERSION else TV_1,
     )
     return EndTxnResponse(
         error_code=fenced_for(result.error, version, FIRST_FENCED_VERSION),

@@ -8,7 +8,9 @@ broker's request.timeout.ms, as Kafka does. Each partition gets its own error:
 UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (before the append)
 or NOT_ENOUGH_REPLICAS_AFTER_APPEND / REQUEST_TIMED_OUT (after it), INVALID_PRODUCER_EPOCH
 when the marker's producer epoch is older than the producer's, TRANSACTION_COORDINATOR_FENCED
-when its coordinator epoch is older than the last marker's (kbroker/producer_state.py).
+when its coordinator epoch is older than the last marker's, or when a marker of transaction
+version 2 (v2, KIP-1228) does not carry a newer epoch than the transaction it ends
+(kbroker/producer_state.py).
 Appending the marker updates the partition's open transactions, its last stable offset and,
 for an abort, the aborted-transaction index.
 """
@@ -58,6 +60,7 @@ def _append(
         producer_id=marker.producer_id,
         producer_epoch=marker.producer_epoch,
         now_ms=now_ms,
+        transaction_version=marker.transaction_version,
     )
     return partition, appended.last_offset
 

@@ -64,8 +64,10 @@ from kbroker.producer_state import (
     BatchMetadata,
     ProducerBatch,
     ProducerStateManager,
+    VerificationGuard,
     last_sequence,
 )
+from kbroker.txn.log_records import TV_1
 from wire.errors import DecodeError, ErrorCode, KafkaError
 from wire.records.batch import (
     TIMESTAMP_TYPE_BIT,
@@ -326,12 +328,15 @@ class PartitionLog:
         leader_epoch: int,
         log_append_time_ms: int | None,
         from_coordinator: bool = False,
+        verification: VerificationGuard | None = None,
+        marker_version: int = TV_1,
     ) -> AppendResult:
         """Assign offsets to already-validated v2 batches (rewritten in place: base offset,
         partition leader epoch, and LogAppendTime when `log_append_time_ms` is given), check
         idempotent producers' sequences, append them to the active segment.
         `from_coordinator`: a group coordinator's transactional offset commit, whose sequences
-        are not a client's (Kafka's AppendOrigin.COORDINATOR: epochs checked, not sequences)."""
+        are not a client's (Kafka's AppendOrigin.COORDINATOR: epochs checked, not sequences).
+        `verification` and `marker_version`: see ProducerStateManager.prepare (KIP-890)."""
         parsed = _parse_batches(batches)
         next_offset = self.log_end_offset
         planned: list[BatchHeader] = []
@@ -345,6 +350,8 @@ class PartitionLog:
                 if h.has_producer_id
             ],
             check_sequences=not from_coordinator,
+            verification=verification,
+            marker_version=marker_version,
         )
         if isinstance(checked, BatchMetadata):
             return AppendResult(

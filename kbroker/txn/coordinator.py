@@ -25,6 +25,7 @@ from controller.interface import BrokerInfo
 from kbroker.state_topic import PendingWrite, StateLoader, StateTopic, StateTopicSettings
 from kbroker.txn.log_records import (
     TRANSACTION_STATE_TOPIC,
+    TV_1,
     LoadedTransactions,
     TopicPartition,
     TxnState,
@@ -245,11 +246,13 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
+        version: int = TV_1,
     ) -> ErrorCode:
+        """``version`` 2: a partition leader adds the partitions for the producer (KIP-890)."""
         wanted = list(partitions)
         result = await self._call(
             lambda token: self.core.add_partitions(
-                token, transactional_id, producer_id, producer_epoch, wanted
+                token, transactional_id, producer_id, producer_epoch, wanted, version
             )
         )
         return result.error
@@ -266,11 +269,16 @@ class TransactionCoordinator:
         )
 
     async def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        version: int = TV_1,
     ) -> TxnResult:
         return await self._call(
             lambda token: self.core.end_txn(
-                token, transactional_id, producer_id, producer_epoch, commit
+                token, transactional_id, producer_id, producer_epoch, commit, version
             )
         )
 

@@ -8,8 +8,8 @@ unsigned-varint length + 1, and each struct ends with a tagged-field buffer.
 
 Key (Kafka's TransactionLogKey): ``version: int16 = 0, transactional_id: string``.
 
-Value (Kafka's TransactionLogValue; kbroker writes version 0, as Kafka 3.x does, and reads 0
-and 1):
+Value (Kafka's TransactionLogValue; kbroker writes version 0, as Kafka 3.x does, and version
+1 for a transaction of transaction version 2 (KIP-890), and reads both):
 
     version: int16
     producer_id: int64
@@ -20,8 +20,8 @@ and 1):
     transaction_partitions: nullable [topic: string, partition_ids: [int32]]
     transaction_last_update_timestamp_ms: int64
     transaction_start_timestamp_ms: int64
-    (v1 tagged fields: 0 previous_producer_id int64, 1 next_producer_id int64,
-     2 client_transaction_version int16; read and ignored)
+    (v1 tagged fields: 0 previous_producer_id int64 (not written, ignored when read),
+     1 next_producer_id int64, 2 client_transaction_version int16)
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
 VALUE_VERSION = 0
 FLEXIBLE_VALUE_VERSION = 1
+# Tagged fields of value version 1.
+_NEXT_PRODUCER_ID_TAG = 1
+_CLIENT_VERSION_TAG = 2
 
 TopicPartition = tuple[str, int]
 
@@ -77,9 +80,19 @@ _NAMES = {
 _BY_NAME = {name: state for state, name in _NAMES.items()}
 
 
+# Transaction versions (KIP-890): 0/1 add partitions through the client and keep the epoch
+# across transactions; 2 adds them through the partition leaders and bumps the epoch at every
+# transaction end.
+TV_1 = 0
+TV_2 = 2
+NO_PRODUCER_ID = -1
+
+
 @dataclass(frozen=True, slots=True)
 class TxnValue:
-    """What the log keeps of one transactional id."""
+    """What the log keeps of one transactional id. ``client_version`` is the transaction version
+    of its last transaction (KIP-890); ``next_producer_id`` the producer id a transaction ending
+    with an exhausted epoch hands over to once its markers are written."""
 
     producer_id: int
     producer_epoch: int
@@ -88,6 +101,8 @@ class TxnValue:
     partitions: frozenset[TopicPartition]
     last_update_ms: int
     start_ms: int
+    client_version: int = TV_1
+    next_producer_id: int = NO_PRODUCER_ID
 
 
 def encode_key(transactional_id: str) -> bytes:
@@ -106,10 +121,13 @@ def decode_key(data: bytes | memoryview) -> str:
 
 
 def encode_value(value: TxnValue | None) -> bytes | None:
+    """Version 0, or version 1 for a transaction of version 2 (its tagged fields carry the
+    client's transaction version and the next producer id, which version 0 cannot)."""
     if value is None:
         return None
+    flexible = value.client_version >= TV_2
     w = Writer()
-    w.int16(VALUE_VERSION)
+    w.int16(FLEXIBLE_VALUE_VERSION if flexible else VALUE_VERSION)
     w.int64(value.producer_id)
     w.int16(value.producer_epoch)
     w.int32(value.timeout_ms)
@@ -117,14 +135,37 @@ def encode_value(value: TxnValue | None) -> bytes | None:
     by_topic: dict[str, list[int]] = {}
     for topic, index in sorted(value.partitions):
         by_topic.setdefault(topic, []).append(index)
-    w.array_len(len(by_topic), False)
+    w.array_len(len(by_topic), flexible)
     for topic, indexes in by_topic.items():
-        w.string(topic)
-        w.array_len(len(indexes), False)
+        if flexible:
+            w.compact_string(topic)
+        else:
+            w.string(topic)
+        w.array_len(len(indexes), flexible)
         for index in indexes:
             w.int32(index)
+        if flexible:
+            w.tagged_fields([])
     w.int64(value.last_update_ms)
     w.int64(value.start_ms)
+    if flexible:
+        tags = []
+        if value.next_producer_id != NO_PRODUCER_ID:
+            tags.append((_NEXT_PRODUCER_ID_TAG, _int64(value.next_producer_id)))
+        tags.append((_CLIENT_VERSION_TAG, _int16(value.client_version)))
+        w.tagged_fields(tags)
+    return w.getvalue()
+
+
+def _int64(n: int) -> bytes:
+    w = Writer()
+    w.int64(n)
+    return w.getvalue()
+
+
+def _int16(n: int) -> bytes:
+    w = Writer()
+    w.int16(n)
     return w.getvalue()
 
 
@@ -151,8 +192,13 @@ def decode_value(data: bytes | memoryview) -> TxnValue:
             r.unknown_tags()
     last_update_ms = r.int64()
     start_ms = r.int64()
+    client_version, next_producer_id = TV_1, NO_PRODUCER_ID
     if flexible:
-        r.unknown_tags()
+        for tag, data in r.unknown_tags():
+            if tag == _NEXT_PRODUCER_ID_TAG:
+                next_producer_id = Reader(data).int64()
+            elif tag == _CLIENT_VERSION_TAG:
+                client_version = Reader(data).int16()
     return TxnValue(
         producer_id,
         producer_epoch,
@@ -161,6 +207,8 @@ def decode_value(data: bytes | memoryview) -> TxnValue:
         frozenset(partitions),
         last_update_ms,
         start_ms,
+        client_version,
+        next_producer_id,
     )
 
 

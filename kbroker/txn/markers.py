@@ -13,12 +13,11 @@ REQUEST_TIMED_OUT, a lost connection, ...) is retried with a growing backoff.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kbroker.client import BrokerConnection
+from kbroker.inter_broker import BrokerConnections
 from kbroker.txn.log_records import TopicPartition
 from kbroker.txn.state_machine import SendMarkers
 from wire.api_keys import ApiKey
@@ -37,7 +36,6 @@ log = logging.getLogger(__name__)
 
 INITIAL_BACKOFF_SECONDS = 0.02
 MAX_BACKOFF_SECONDS = 1.0
-REQUEST_TIMEOUT_SECONDS = 30.0
 # Outcomes after which a marker is not sent again.
 _GIVE_UP = {ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH}
 
@@ -47,14 +45,12 @@ class MarkerSender:
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
-        self._connections: dict[int, BrokerConnection] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._connections = BrokerConnections(
+            broker, f"kbroker-txn-coordinator-{broker.config.broker_id}"
+        )
 
     async def close(self) -> None:
-        connections, self._connections = self._connections, {}
-        for connection in connections.values():
-            with contextlib.suppress(Exception):
-                await connection.close()
+        await self._connections.close()
 
     async def send(self, markers: SendMarkers, still_wanted: Callable[[], bool]) -> bool:
         """Until every partition has the markers (True), or ``still_wanted`` turns false or a
@@ -120,17 +116,18 @@ class MarkerSender:
                         for name, indexes in topics.items()
                     ],
                     coordinator_epoch=markers.coordinator_epoch,
+                    transaction_version=markers.transaction_version,
                 )
             ]
         )
         try:
-            connection = await self._connection(leader)
+            connection = await self._connections.get(leader)
             if connection is None:
                 return {}
             response, _ = await connection.request(ApiKey.WRITE_TXN_MARKERS, request)
         except (OSError, EOFError, TimeoutError, KafkaError, asyncio.IncompleteReadError) as exc:
             log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
-            await self._drop(leader)
+            await self._connections.drop(leader)
             return {}
         assert isinstance(response, WriteTxnMarkersResponse)
         outcome: dict[TopicPartition, ErrorCode] = {}
@@ -139,27 +136,3 @@ class MarkerSender:
                 for p in topic.partitions:
                     outcome[(topic.name, p.partition_index)] = ErrorCode(p.error_code)
         return outcome
-
-    async def _connection(self, broker_id: int) -> BrokerConnection | None:
-        lock = self._locks.setdefault(broker_id, asyncio.Lock())
-        async with lock:
-            connection = self._connections.get(broker_id)
-            if connection is not None:
-                return connection
-            for info in self._broker.metadata.brokers():
-                if info.broker_id == broker_id:
-                    connection = await BrokerConnection.open(
-                        (info.host, info.port),
-                        f"kbroker-txn-coordinator-{self._broker.config.broker_id}",
-                        REQUEST_TIMEOUT_SECONDS,
-                        security=self._broker.inter_broker_security,
-                    )
-                    self._connections[broker_id] = connection
-                    return connection
-            return None
-
-    async def _drop(self, broker_id: int) -> None:
-        connection = self._connections.pop(broker_id, None)
-        if connection is not None:
-            with contextlib.suppress(Exception):
-                await connection.close()

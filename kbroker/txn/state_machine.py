@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from kbroker.group.offsets_store import java_string_hash
-from kbroker.txn.log_records import TopicPartition, TxnState, TxnValue
+from kbroker.txn.log_records import TV_1, TV_2, TopicPartition, TxnState, TxnValue
 from wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,8 @@ class SendMarkers:
     commit: bool
     coordinator_epoch: int
     partitions: frozenset[TopicPartition]
+    # KIP-1228: partition leaders check a version 2 marker's epoch against the producer's.
+    transaction_version: int = TV_1
 
 
 Effect = Reply | StoreTxn | SendMarkers
@@ -125,6 +127,9 @@ class _Txn:
     # The store in flight for this id (its transition is pending until stored).
     pending_store: int | None = None
     markers_in_flight: bool = False
+    # Transaction version 2: the epoch whose EndTxn is answered as a retry, with the epoch the
+    # end bumped to (KIP-890: the answer to the first EndTxn may have been lost).
+    retry_epoch: int = NO_PRODUCER_EPOCH
 
 
 @dataclass(slots=True)
@@ -135,6 +140,7 @@ class _PendingStore:
     on_failure: Callable[[ErrorCode], list[Effect]]
     last_producer_epoch: int | None = None
     previous_producer_id: int | None = None
+    retry_epoch: int | None = None
 
 
 @dataclass(slots=True)
@@ -233,6 +239,7 @@ class TransactionStateMachine:
         *,
         last_producer_epoch: int | None = None,
         previous_producer_id: int | None = None,
+        retry_epoch: int | None = None,
     ) -> StoreTxn:
         self._next_store_id += 1
         store_id = self._next_store_id
@@ -243,6 +250,7 @@ class TransactionStateMachine:
             on_failure,
             last_producer_epoch,
             previous_producer_id,
+            retry_epoch,
         )
         txn.pending_store = store_id
         partition = self.partition_for(txn.transactional_id)
@@ -271,6 +279,8 @@ class TransactionStateMachine:
                 txn.last_producer_epoch = pending.last_producer_epoch
             if pending.previous_producer_id is not None:
                 txn.previous_producer_id = pending.previous_producer_id
+            if pending.retry_epoch is not None:
+                txn.retry_epoch = pending.retry_epoch
         return pending.on_success()
 
     def _coordinator_epoch(self, transactional_id: str) -> int:
@@ -294,6 +304,7 @@ class TransactionStateMachine:
                     value.state is TxnState.PREPARE_COMMIT,
                     self._coordinator_epoch(txn.transactional_id),
                     value.partitions,
+                    value.client_version,
                 )
             )
 
@@ -384,23 +395,25 @@ class TransactionStateMachine:
                 lambda error: reply(error),
                 last_producer_epoch=last_epoch,
                 previous_producer_id=previous_id,
+                retry_epoch=NO_PRODUCER_EPOCH,
             )
         ]
 
     def _fence_and_abort(self, txn: _Txn) -> list[Effect]:
         """Bump the epoch of an open transaction and abort it (PrepareEpochFence, then
-        PrepareAbort as in Kafka). With an exhausted epoch, abort with the current one."""
+        PrepareAbort as in Kafka). With an exhausted epoch, abort with the current one, except
+        in a version 2 transaction, whose markers must carry a newer epoch (KIP-1228)."""
         value = txn.value
-        epoch = value.producer_epoch
-        if epoch < MAX_PRODUCER_EPOCH:
-            epoch += 1
         log.info(
-            "aborting transaction of %s (producer id %d) with epoch %d",
+            "aborting transaction of %s (producer id %d, epoch %d)",
             txn.transactional_id,
             value.producer_id,
-            epoch,
+            value.producer_epoch,
         )
-        return [self._prepare_end(txn, epoch, commit=False, on_reply=lambda _e: [])]
+        if value.client_version >= TV_2:
+            return [self._prepare_bumped_end(txn, commit=False, reply=lambda _r: [])]
+        epoch = min(value.producer_epoch + 1, MAX_PRODUCER_EPOCH)
+        return [self._prepare_end(txn, epoch, commit=False, version=TV_1, on_reply=lambda _e: [])]
 
     # --- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------------
 
@@ -413,6 +426,9 @@ class TransactionStateMachine:
         if error is not None:
             return error, None
         txn = self._txns.get(transactional_id)
+        if txn is not None and producer_id == txn.value.next_producer_id != NO_PRODUCER_ID:
+            # The id a version 2 end handed over, used before that end's markers are out.
+            return ErrorCode.CONCURRENT_TRANSACTIONS, None
         if txn is None or txn.value.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
         if txn.value.producer_epoch != producer_epoch:
@@ -426,8 +442,11 @@ class TransactionStateMachine:
         producer_id: int,
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
+        version: int = TV_1,
     ) -> list[Effect]:
-        """Add partitions (or, for AddOffsetsToTxn, the group's offsets partition)."""
+        """Add partitions (or, for AddOffsetsToTxn, the group's offsets partition). With
+        transaction version 2 the partition leaders add them as the producer writes (KIP-890),
+        which also starts the transaction."""
         wanted = frozenset(partitions)
 
         def reply(error: ErrorCode) -> list[Effect]:
@@ -451,9 +470,22 @@ class TransactionStateMachine:
             target = replace(value, partitions=value.partitions | wanted, last_update_ms=now)
         else:
             target = replace(
-                value, state=TxnState.ONGOING, partitions=wanted, start_ms=now, last_update_ms=now
+                value,
+                state=TxnState.ONGOING,
+                partitions=wanted,
+                start_ms=now,
+                last_update_ms=now,
+                client_version=version,
             )
-        return [self._store(txn, target, lambda: reply(ErrorCode.NONE), reply)]
+        return [
+            self._store(
+                txn,
+                target,
+                lambda: reply(ErrorCode.NONE),
+                reply,
+                retry_epoch=NO_PRODUCER_EPOCH,
+            )
+        ]
 
     def verify_partitions(
         self,
@@ -480,11 +512,29 @@ class TransactionStateMachine:
     # --- EndTxn ---------------------------------------------------------------------------
 
     def end_txn(
-        self, token: int, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+        self,
+        token: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        version: int = TV_1,
     ) -> list[Effect]:
+        """EndTxn. With transaction version 2 (EndTxn v5, KIP-890) the end bumps the epoch (a
+        new producer id once it is exhausted), the answer carries the producer's next id and
+        epoch, an abort is allowed with no transaction open (it only bumps the epoch), and a
+        retry with the epoch before the bump gets the same answer."""
+
         def reply(error: ErrorCode) -> list[Effect]:
+            if version >= TV_2:
+                # EndTxn v5 answers a producer id and epoch only with success.
+                return [Reply(token, TxnResult(error))]
             return [Reply(token, TxnResult(error, producer_id, producer_epoch))]
 
+        if version >= TV_2:
+            retried = self._retried_end(transactional_id, producer_id, producer_epoch)
+            if retried is not None:
+                return [Reply(token, self._retry_result(retried, commit))]
         error, txn = self._check_producer(transactional_id, producer_id, producer_epoch)
         if txn is None:
             return reply(error)
@@ -493,14 +543,65 @@ class TransactionStateMachine:
         state = txn.value.state
         wanted_prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         wanted_complete = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if version >= TV_2 and (state is TxnState.ONGOING or (state in _COMPLETED and not commit)):
+            return [self._prepare_bumped_end(txn, commit=commit, reply=lambda r: [Reply(token, r)])]
         if state is TxnState.ONGOING:
-            return [self._prepare_end(txn, producer_epoch, commit=commit, on_reply=reply)]
-        if state is wanted_complete:
+            return [
+                self._prepare_end(
+                    txn, producer_epoch, commit=commit, version=version, on_reply=reply
+                )
+            ]
+        if state is wanted_complete and version < TV_2:
             # A retry of an EndTxn that completed.
             return reply(ErrorCode.NONE)
         if state is wanted_prepare:
             return reply(ErrorCode.CONCURRENT_TRANSACTIONS)
         return reply(ErrorCode.INVALID_TXN_STATE)
+
+    def _retried_end(self, transactional_id: str, producer_id: int, epoch: int) -> _Txn | None:
+        """The transaction whose version 2 end bumped ``epoch`` (of ``producer_id``, or of the
+        id it handed over to once exhausted), when this EndTxn is a retry of that end."""
+        if self.coordinator_error(transactional_id) is not None:
+            return None
+        txn = self._txns.get(transactional_id)
+        if txn is None or txn.retry_epoch == NO_PRODUCER_EPOCH or txn.retry_epoch != epoch:
+            return None
+        value = txn.value
+        if value.producer_id == producer_id or txn.previous_producer_id == producer_id:
+            return txn
+        return None
+
+    def _retry_result(self, txn: _Txn, commit: bool) -> TxnResult:
+        value = txn.value
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if txn.pending_store is not None or value.state in (
+            TxnState.PREPARE_COMMIT,
+            TxnState.PREPARE_ABORT,
+        ):
+            return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if value.state is not done:
+            return TxnResult(ErrorCode.INVALID_TXN_STATE)
+        return TxnResult(ErrorCode.NONE, value.producer_id, value.producer_epoch)
+
+    def _prepare_bumped_end(
+        self, txn: _Txn, *, commit: bool, reply: Callable[[TxnResult], list[Effect]]
+    ) -> StoreTxn:
+        """A version 2 end: markers go out with the next epoch; the producer continues with it,
+        or with a new producer id at epoch 0 once the epoch is exhausted (``reply`` gets
+        which)."""
+        value = txn.value
+        epoch = value.producer_epoch + 1
+        next_id = self._new_producer_id() if epoch >= MAX_PRODUCER_EPOCH else NO_PRODUCER_ID
+        answer = (value.producer_id, epoch) if next_id == NO_PRODUCER_ID else (next_id, 0)
+
+        def on_reply(error: ErrorCode) -> list[Effect]:
+            if error != ErrorCode.NONE:
+                return reply(TxnResult(error))
+            return reply(TxnResult(ErrorCode.NONE, *answer))
+
+        return self._prepare_end(
+            txn, epoch, commit=commit, version=TV_2, on_reply=on_reply, next_producer_id=next_id
+        )
 
     def _prepare_end(
         self,
@@ -508,7 +609,9 @@ class TransactionStateMachine:
         epoch: int,
         *,
         commit: bool,
+        version: int,
         on_reply: Callable[[ErrorCode], list[Effect]],
+        next_producer_id: int = NO_PRODUCER_ID,
     ) -> StoreTxn:
         value = txn.value
         target = replace(
@@ -516,6 +619,8 @@ class TransactionStateMachine:
             producer_epoch=epoch,
             state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
             last_update_ms=self._clock(),
+            client_version=version,
+            next_producer_id=next_producer_id,
         )
 
         def stored() -> list[Effect]:
@@ -523,8 +628,15 @@ class TransactionStateMachine:
             self._resume(txn, effects)
             return effects
 
-        last_epoch = value.producer_epoch if epoch != value.producer_epoch else None
-        return self._store(txn, target, stored, on_reply, last_producer_epoch=last_epoch)
+        bumped = epoch != value.producer_epoch
+        return self._store(
+            txn,
+            target,
+            stored,
+            on_reply,
+            last_producer_epoch=value.producer_epoch if bumped else None,
+            retry_epoch=value.producer_epoch if bumped and version >= TV_2 else None,
+        )
 
     def markers_written(
         self, transactional_id: str, producer_id: int, producer_epoch: int
@@ -550,7 +662,26 @@ class TransactionStateMachine:
         target = replace(
             value, state=complete, partitions=frozenset(), last_update_ms=self._clock()
         )
-        return [self._store(txn, target, lambda: [], lambda _error: [])]
+        if value.next_producer_id == NO_PRODUCER_ID:
+            return [self._store(txn, target, lambda: [], lambda _error: [])]
+        # The exhausted epoch's transaction is over: the producer id it handed over takes its
+        # place (KIP-890, as KIP-360 does at InitProducerId).
+        target = replace(
+            target,
+            producer_id=value.next_producer_id,
+            producer_epoch=0,
+            next_producer_id=NO_PRODUCER_ID,
+        )
+        return [
+            self._store(
+                txn,
+                target,
+                lambda: [],
+                lambda _error: [],
+                last_producer_epoch=NO_PRODUCER_EPOCH,
+                previous_producer_id=value.producer_id,
+            )
+        ]
 
     def markers_abandoned(self, transactional_id: str) -> None:
         """The markers were not all written (the partition moved away, or a newer epoch

@@ -174,3 +174,50 @@ def test_closed_transactions_are_forgotten_once_replicated() -> None:
     state.on_high_watermark(2)
     # Only the open transaction is left, whatever watermark is asked about later.
     assert state.first_unstable_offset(high_watermark=0) == 2
+
+
+def _prepared(state: ProducerStateManager, batch: ProducerBatch, **options: object) -> None:
+    pending = state.prepare([batch], **options)  # type: ignore[arg-type]
+    assert isinstance(pending, PendingAppend)
+    state.commit(pending)
+
+
+def test_a_verified_transaction_start_needs_its_guard() -> None:
+    # KIP-890: the guard taken before asking the coordinator admits the batch that opens the
+    # transaction; a marker in between (the transaction ended meanwhile) voids it.
+    state = ProducerStateManager()
+    assert state.needs_verification(7, 0)
+    guard = state.begin_verification(7, 0)
+    assert state.begin_verification(7, 0) is guard
+    _prepared(state, data(7, 0, 1, 10), verification=guard)
+    assert not state.needs_verification(7, 0)
+    _prepared(state, data(7, 1, 1, 11), verification=guard)  # the transaction is open now
+    append(state, marker(7, 12, commit=False))
+    assert state.needs_verification(7, 0)
+    late = state.begin_verification(7, 0)
+    append(state, marker(7, 13, commit=False))
+    with pytest.raises(KafkaError) as info:
+        state.prepare([data(7, 2, 1, 14)], verification=late)
+    assert info.value.code == ErrorCode.INVALID_TXN_STATE
+    assert state.ongoing_transactions() == {}
+    failed = state.begin_verification(7, 0)
+    state.end_verification(failed)
+    with pytest.raises(KafkaError):
+        state.prepare([data(7, 2, 1, 14)], verification=failed)
+
+
+def test_a_version_2_marker_must_bump_the_epoch_of_an_open_transaction() -> None:
+    # KIP-1228: with transaction version 2 a marker carries the epoch after the end's bump; an
+    # equal epoch is a late marker of an earlier end and must not close the transaction.
+    state = ProducerStateManager()
+    append(state, data(7, 0, 1, 10, epoch=3))
+    with pytest.raises(KafkaError) as info:
+        state.prepare([marker(7, 11, commit=True, epoch=3)], marker_version=2)
+    assert info.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    _prepared(state, marker(7, 11, commit=True, epoch=4), marker_version=2)
+    assert state.ongoing_transactions() == {}
+    # Sent again (its answer lost): nothing is open, so it closes nothing and is accepted.
+    _prepared(state, marker(7, 12, commit=True, epoch=4), marker_version=2)
+    # Version 1 markers keep the epoch of their transaction.
+    append(state, data(8, 0, 1, 13, epoch=2))
+    _prepared(state, marker(8, 14, commit=True, epoch=2))

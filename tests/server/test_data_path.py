@@ -194,6 +194,30 @@ async def test_follower_with_an_older_high_watermark_is_answered_at_once(
     waiting.cancel()
 
 
+async def test_produce_by_unknown_topic_id_is_refused(broker: Broker, client: RawClient) -> None:
+    await create_topic(client, "by-id")
+    info = broker.metadata.topic("by-id")
+    assert info is not None
+    unknown = uuid.uuid4()
+    request = ProduceRequest(
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            TopicProduceData(
+                topic_id=topic_id,
+                partition_data=[PartitionProduceData(index=0, records=build_batch(records(0, 1)))],
+            )
+            for topic_id in (unknown, info.topic_id)
+        ],
+    )
+    response = await client.call(ApiKey.PRODUCE, 13, request)
+    assert isinstance(response, ProduceResponse)
+    answers = {t.topic_id: t.partition_responses[0].error_code for t in response.responses}
+    assert answers == {unknown: ErrorCode.UNKNOWN_TOPIC_ID, info.topic_id: ErrorCode.NONE}
+    partition = broker.partition("by-id", 0)
+    assert partition is not None and partition.high_watermark == 1
+
+
 async def test_fetch_beyond_end_is_out_of_range(broker: Broker, client: RawClient) -> None:
     await create_topic(client, "range")
     await produce(client, "range", build_batch(records(0, 2)))

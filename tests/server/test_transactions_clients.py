@@ -5,7 +5,8 @@ and stop at the last stable offset; read_uncommitted ones see every record."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -15,9 +16,26 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaPartition
 
 from kbroker.broker import Broker
-from tests.server.conftest import RawClient
+from tests.server.conftest import RawClient, broker_config, free_port
 from tests.server.test_data_path import create_topic
 from tests.server.test_transactions_data_path import PID, produce_txn, txn_batch, write_markers
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    """The partition side alone: these transactions have no coordinator, so the leaders do not
+    verify them with one (KIP-890's verification is tested in tests/txn)."""
+    instance = Broker(
+        broker_config(
+            tmp_path / "data", free_port(), transaction_partition_verification_enable="false"
+        )
+    )
+    await instance.start()
+    try:
+        yield instance
+    finally:
+        await instance.stop()
+
 
 COMMITTED_PID, ABORTED_PID, OPEN_PID = PID, PID + 1, PID + 2
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
 
 from kbroker.broker import Broker
 from kbroker.handlers.fetch import handle_fetch
 from kbroker.log.file_region import FileRegion
-from tests.server.conftest import RawClient
+from tests.server.conftest import RawClient, broker_config, free_port
 from tests.server.test_data_path import create_topic, fetch, fetch_request, records
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
@@ -35,6 +39,23 @@ from wire.messages.write_txn_markers_request import (
 )
 from wire.messages.write_txn_markers_response import WriteTxnMarkersResponse
 from wire.records.record import Record, build_batch, decode_records
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    """The partition side alone: these transactions have no coordinator, so the leaders do not
+    verify them with one (KIP-890's verification is tested in tests/txn)."""
+    instance = Broker(
+        broker_config(
+            tmp_path / "data", free_port(), transaction_partition_verification_enable="false"
+        )
+    )
+    await instance.start()
+    try:
+        yield instance
+    finally:
+        await instance.stop()
+
 
 PID = 4000
 
@@ -110,6 +131,7 @@ async def write_markers(
     coordinator_epoch: int = 0,
     pid: int = PID,
     version: int = 1,
+    transaction_version: int = 0,
 ) -> dict[int, int]:
     """partition -> error code of a WriteTxnMarkers with one marker."""
     request = WriteTxnMarkersRequest(
@@ -119,6 +141,7 @@ async def write_markers(
                 producer_epoch=epoch,
                 transaction_result=commit,
                 coordinator_epoch=coordinator_epoch,
+                transaction_version=transaction_version,
                 topics=[WritableTxnMarkerTopic(name=topic, partition_indexes=partitions)],
             )
         ]
@@ -134,7 +157,7 @@ async def test_write_txn_markers_is_advertised(broker: Broker, client: RawClient
     response = await client.call(ApiKey.API_VERSIONS, 3, ApiVersionsRequest())
     assert isinstance(response, ApiVersionsResponse)
     versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert versions[ApiKey.WRITE_TXN_MARKERS] == (0, 1)
+    assert versions[ApiKey.WRITE_TXN_MARKERS] == (0, 2)
 
 
 async def test_markers_end_transactions_at_every_version(broker: Broker, client: RawClient) -> None:
@@ -142,7 +165,7 @@ async def test_markers_end_transactions_at_every_version(broker: Broker, client:
     partition = broker.partition("t", 0)
     assert partition is not None
     seq = 0
-    for version in (0, 1):
+    for version in (0, 1, 2):
         for commit in (True, False):
             start = partition.log.log_end_offset
             await produce_txn(client, "t", txn_batch(0, 2, seq=seq))
@@ -153,11 +176,30 @@ async def test_markers_end_transactions_at_every_version(broker: Broker, client:
             assert partition.log.log_end_offset == start + 3
             assert partition.last_stable_offset == partition.high_watermark == start + 3
     headers = [h for s in partition.log.segments() for _, h in s.batches_from(0)]
-    assert [h.is_control for h in headers] == [False, True] * 4
+    assert [h.is_control for h in headers] == [False, True] * 6
     assert all(h.producer_id == PID and h.is_transactional for h in headers)
     assert await write_markers(client, "nope", [0], commit=True) == {
         0: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     }
+
+
+async def test_transaction_version_2_markers_carry_the_bumped_epoch(
+    broker: Broker, client: RawClient
+) -> None:
+    # KIP-1228 (WriteTxnMarkers v2): a version 2 end bumps the epoch, so its marker must carry
+    # a newer epoch than the transaction's; an equal one would end a later transaction.
+    await create_topic(client, "t")
+    await produce_txn(client, "t", txn_batch(0, 1, seq=0, epoch=3))
+    tv2 = {"version": 2, "transaction_version": 2, "commit": True}
+    assert await write_markers(client, "t", [0], epoch=3, **tv2) == {
+        0: ErrorCode.INVALID_PRODUCER_EPOCH
+    }
+    partition = broker.partition("t", 0)
+    assert partition is not None and partition.last_stable_offset == 0
+    assert await write_markers(client, "t", [0], epoch=4, **tv2) == {0: ErrorCode.NONE}
+    assert partition.last_stable_offset == partition.log.log_end_offset == 2
+    # The same marker again (its answer lost) ends nothing and is accepted.
+    assert await write_markers(client, "t", [0], epoch=4, **tv2) == {0: ErrorCode.NONE}
 
 
 async def test_marker_for_a_partition_without_transaction_is_written(

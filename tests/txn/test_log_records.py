@@ -7,6 +7,7 @@ import struct
 import pytest
 
 from kbroker.txn.log_records import (
+    TV_2,
     LoadedTransactions,
     TxnState,
     TxnValue,
@@ -58,6 +59,27 @@ def test_value_version_1_flexible_with_tagged_fields() -> None:
     value = decode_value(data)
     assert value.partitions == frozenset({("a", 0)})
     assert (value.producer_id, value.state, value.start_ms) == (42, TxnState.ONGOING, 8)
+
+
+def test_a_version_2_transaction_is_written_as_value_version_1() -> None:
+    # Kafka's tagged fields: 1 next producer id, 2 client transaction version (KIP-890).
+    value = TxnValue(42, 3, 60_000, TxnState.PREPARE_COMMIT, frozenset({("a", 0)}), 9, 8, TV_2, 77)
+    data = encode_value(value)
+    assert data == (
+        struct.pack(">hqhib", 1, 42, 3, 60_000, 2)
+        + b"\x02\x02a\x02"
+        + struct.pack(">i", 0)
+        + b"\x00"
+        + struct.pack(">qq", 9, 8)
+        + b"\x02"
+        + b"\x01\x08"
+        + struct.pack(">q", 77)
+        + b"\x02\x02"
+        + struct.pack(">h", 2)
+    )
+    assert decode_value(data) == value
+    handed_over = TxnValue(43, 0, 60_000, TxnState.COMPLETE_COMMIT, frozenset(), 9, 8, TV_2)
+    assert decode_value(encode_value(handed_over) or b"") == handed_over
 
 
 def test_unknown_status_and_version_are_refused() -> None:

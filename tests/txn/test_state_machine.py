@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kbroker.txn.log_records import TxnState, TxnValue
+from kbroker.txn.log_records import TV_1, TV_2, TxnState, TxnValue
 from kbroker.txn.state_machine import (
     Effect,
     Reply,
@@ -81,9 +81,12 @@ class Harness:
         if action == "init":
             txn, timeout, *expected = args
             return self.call(lambda t: core.init_producer_id(t, txn, timeout, *expected))
-        if action == "add":
+        if action in ("add", "add_tv2"):
             txn, pid, epoch, partitions = args
-            reply = self.call(lambda t: core.add_partitions(t, txn, pid, epoch, partitions))
+            version = TV_2 if action == "add_tv2" else TV_1
+            reply = self.call(
+                lambda t: core.add_partitions(t, txn, pid, epoch, partitions, version)
+            )
             return None if reply is None else reply[0]
         if action == "verify":
             txn, pid, epoch, partitions = args
@@ -91,9 +94,13 @@ class Harness:
         if action == "end":
             txn, pid, epoch, commit = args
             return self.call(lambda t: core.end_txn(t, txn, pid, epoch, commit))[0]
-        if action == "markers":
+        if action == "end_tv2":
+            txn, pid, epoch, commit = args
+            return self.call(lambda t: core.end_txn(t, txn, pid, epoch, commit, TV_2))
+        if action in ("markers", "markers_tv2"):
             done = [
                 (m.transactional_id, m.producer_id, m.producer_epoch, m.commit, m.partitions)
+                + ((m.transaction_version,) if action == "markers_tv2" else ())
                 for m in self.markers
             ]
             markers, self.markers = self.markers, []
@@ -258,7 +265,57 @@ VERIFY = [
     ("verify", "nope", 1000, 0, [TP], {TP: E.INVALID_PRODUCER_ID_MAPPING}),
 ]
 
+# KIP-890's second part (transaction version 2): partitions added by their leaders, the epoch
+# bumped at every end (the answer carries it), retries of an end answered alike, an abort with
+# nothing open allowed, markers of version 2. As Kafka 4.3 answers the same requests.
+TV2 = [
+    ("init", "tx", 10_000, (E.NONE, 1000, 0)),
+    ("add_tv2", "tx", 1000, 0, [TP], E.NONE),
+    ("state", "tx", (TxnState.ONGOING, 1000, 0)),
+    ("end_tv2", "tx", 1000, 0, True, (E.NONE, 1000, 1)),
+    ("state", "tx", (TxnState.PREPARE_COMMIT, 1000, 1)),
+    ("end_tv2", "tx", 1000, 0, True, (E.CONCURRENT_TRANSACTIONS, -1, -1)),
+    ("end_tv2", "tx", 1000, 0, False, (E.CONCURRENT_TRANSACTIONS, -1, -1)),
+    # The next transaction, before the markers of this one are out: retriable.
+    ("add_tv2", "tx", 1000, 1, [TP], E.CONCURRENT_TRANSACTIONS),
+    ("markers_tv2", [("tx", 1000, 1, True, frozenset({TP}), 2)]),
+    ("state", "tx", (TxnState.COMPLETE_COMMIT, 1000, 1)),
+    ("end_tv2", "tx", 1000, 0, True, (E.NONE, 1000, 1)),
+    ("end_tv2", "tx", 1000, 0, False, (E.INVALID_TXN_STATE, -1, -1)),
+    # A late write of the old epoch: fenced.
+    ("add_tv2", "tx", 1000, 0, [TP], E.PRODUCER_FENCED),
+    ("add_tv2", "tx", 1000, 1, [TP2], E.NONE),
+    ("end_tv2", "tx", 1000, 1, False, (E.NONE, 1000, 2)),
+    ("markers_tv2", [("tx", 1000, 2, False, frozenset({TP2}), 2)]),
+    # An abort with nothing open bumps the epoch; a commit is refused.
+    ("end_tv2", "tx", 1000, 2, False, (E.NONE, 1000, 3)),
+    ("markers_tv2", [("tx", 1000, 3, False, frozenset(), 2)]),
+    ("end_tv2", "tx", 1000, 2, False, (E.NONE, 1000, 3)),
+    ("end_tv2", "tx", 1000, 3, True, (E.INVALID_TXN_STATE, -1, -1)),
+    ("end", "tx", 1000, 3, True, E.INVALID_TXN_STATE),
+    # A new producer's InitProducerId: the old epoch's EndTxn is no longer a retry.
+    ("init", "tx", 10_000, (E.NONE, 1000, 4)),
+    ("end_tv2", "tx", 1000, 2, False, (E.PRODUCER_FENCED, -1, -1)),
+]
+
+# A version 2 transaction past its timeout is aborted with the next epoch; the producer's own
+# abort then is a retry of that end and carries on with the new epoch.
+TV2_TIMEOUT = [
+    ("init", "tx", 10_000, (E.NONE, 1000, 0)),
+    ("add_tv2", "tx", 1000, 0, [TP], E.NONE),
+    ("advance", 10_001, None),
+    ("abort_timed_out", None),
+    ("state", "tx", (TxnState.PREPARE_ABORT, 1000, 1)),
+    ("markers_tv2", [("tx", 1000, 1, False, frozenset({TP}), 2)]),
+    ("add_tv2", "tx", 1000, 0, [TP], E.PRODUCER_FENCED),
+    ("end_tv2", "tx", 1000, 0, True, (E.INVALID_TXN_STATE, -1, -1)),
+    ("end_tv2", "tx", 1000, 0, False, (E.NONE, 1000, 1)),
+    ("add_tv2", "tx", 1000, 1, [TP], E.NONE),
+]
+
 SCENARIOS = {
+    "tv2": TV2,
+    "tv2_timeout": TV2_TIMEOUT,
     "commit_and_abort": COMMIT_AND_ABORT,
     "producer_checks": PRODUCER_CHECKS,
     "fencing": FENCING,
@@ -322,3 +379,24 @@ def test_list_transactions_filters() -> None:
     assert [d.transactional_id for d in core.list_transactions(producer_ids=[1000])] == ["a"]
     assert [d.transactional_id for d in core.list_transactions(min_duration_ms=4_000)] == ["b"]
     assert core.list_transactions(min_duration_ms=6_000) == []
+
+
+def test_tv2_end_with_an_exhausted_epoch_hands_over_a_new_producer_id() -> None:
+    harness = Harness()
+    core = harness.core
+    index = partition_for("tx", PARTITIONS)
+    harness.perform(core.unload(index))
+    core.begin_load(index, coordinator_epoch=7)
+    value = TxnValue(500, 32765, 10_000, TxnState.EMPTY, frozenset(), 1, -1, TV_2)
+    harness.perform(core.complete_load(index, {"tx": value}))
+    assert harness.step("add_tv2", "tx", 500, 32765, [TP]) == E.NONE
+    # The markers carry 32766, the last epoch; the producer goes on with a new id.
+    assert harness.step("end_tv2", "tx", 500, 32765, True) == (E.NONE, FIRST_ID, 0)
+    assert harness.step("add_tv2", "tx", FIRST_ID, 0, [TP]) == E.CONCURRENT_TRANSACTIONS
+    assert harness.step("markers_tv2") == [("tx", 500, 32766, True, frozenset({TP}), 2)]
+    assert harness.step("state", "tx") == (TxnState.COMPLETE_COMMIT, FIRST_ID, 0)
+    assert harness.stores[-1].value == TxnValue(
+        FIRST_ID, 0, 10_000, TxnState.COMPLETE_COMMIT, frozenset(), harness.now, harness.now, TV_2
+    )
+    assert harness.step("end_tv2", "tx", 500, 32765, True) == (E.NONE, FIRST_ID, 0)
+    assert harness.step("add_tv2", "tx", FIRST_ID, 0, [TP]) == E.NONE

@@ -315,7 +315,16 @@ async def test_txn_offset_commit_from_a_fenced_producer(
     broker: Broker, conn: BrokerConnection
 ) -> None:
     await conn.call(ApiKey.FIND_COORDINATOR, 1, FindCoordinatorRequest(key="tx", key_type=1))
-    pid = (await _init(conn)).producer_id
+    await _init(conn)
+    pid = (await _init(conn)).producer_id  # epoch 1
+    added = await conn.call(
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        3,
+        AddOffsetsToTxnRequest(
+            transactional_id="tx", producer_id=pid, producer_epoch=1, group_id=GROUP
+        ),
+    )
+    assert added.error_code == ErrorCode.NONE
     request = TxnOffsetCommitRequest(
         transactional_id="tx",
         group_id=GROUP,
