@@ -61,6 +61,9 @@ JAVA_CLIENT_VERSIONS: dict[str, int] = {
     "ADD_OFFSETS_TO_TXN": 4,
     "END_TXN": 4,
     "TXN_OFFSET_COMMIT": 4,
+    # KIP-714: kbroker serves client telemetry (Kafka 3.9 in ZooKeeper mode does not), so
+    # the client asks for its subscription; with none, it pushes nothing.
+    "GET_TELEMETRY_SUBSCRIPTIONS": 0,
 }
 
 

@@ -20,12 +20,14 @@ log dir and survives restarts. Files:
       "scram_credentials": {"alice": {"SCRAM-SHA-256": "salt=...,stored_key=...,..."}},
       "acls": [{"resource_type": "Topic", "name": "t", "pattern_type": "Literal",
                 "principal": "User:alice", "host": "*", "operation": "Read",
-                "permission_type": "Allow"}]
+                "permission_type": "Allow"}],
+      "client_metrics": {"producers": {"interval.ms": "1000",
+                                       "metrics": "org.apache.kafka.producer."}}
     }
 
 ``client_quotas`` (controller/quota_store.py), ``scram_credentials``
-(controller/credential_store.py) and ``acls`` (controller/acl_store.py) may be absent in older
-files.
+(controller/credential_store.py), ``acls`` (controller/acl_store.py) and ``client_metrics``
+(controller/client_metrics_store.py) may be absent in older files.
 
 It is replaced whole on every change: written to ``__kbroker_metadata.json.tmp``, fsynced,
 renamed over the old file, then the directory is fsynced (DESIGN rule 6), so a crash leaves
@@ -49,7 +51,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from controller import acl_store, credential_store, quota_store
+from controller import acl_store, client_metrics_store, credential_store, quota_store
 from controller.credential_store import CredentialTable, ScramChange
 from controller.interface import (
     BrokerInfo,
@@ -160,6 +162,7 @@ class EmbeddedMetadata(TopicCache):
         self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._scram: dict[str, dict[str, ScramCredential]] = {}
         self._acls: frozenset[AclBinding] = frozenset()
+        self._client_metrics: dict[str, dict[str, str]] = {}
         self._lock = asyncio.Lock()
         self._me = self._own_info()
 
@@ -203,6 +206,9 @@ class EmbeddedMetadata(TopicCache):
     def acls(self) -> frozenset[AclBinding]:
         return self._acls
 
+    def client_metrics(self) -> Mapping[str, Mapping[str, str]]:
+        return self._client_metrics
+
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -233,6 +239,7 @@ class EmbeddedMetadata(TopicCache):
                 client_quotas = quota_store.from_json(state.get("client_quotas", []))
                 scram = credential_store.from_json(state.get("scram_credentials", {}))
                 acls = acl_store.from_json(state.get("acls", []))
+                client_metrics = client_metrics_store.from_json(state.get("client_metrics", {}))
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 raise MetadataStoreError(f"cannot read {path}: {e}") from e
             self._publish_topics({t.name: t for t in topics})
@@ -240,6 +247,7 @@ class EmbeddedMetadata(TopicCache):
             self._client_quotas = client_quotas
             self._scram = scram
             self._acls = acls
+            self._client_metrics = client_metrics
             stored_ids.add(cluster_id)
         if len(stored_ids) > 1:
             raise MetadataStoreError(
@@ -288,6 +296,7 @@ class EmbeddedMetadata(TopicCache):
         client_quotas: Mapping[QuotaEntity, Mapping[str, float]] | None = None,
         scram: CredentialTable | None = None,
         acls: frozenset[AclBinding] | None = None,
+        client_metrics: client_metrics_store.Table | None = None,
     ) -> None:
         state = {
             "version": FORMAT_VERSION,
@@ -299,6 +308,9 @@ class EmbeddedMetadata(TopicCache):
             ),
             "scram_credentials": credential_store.to_json(self._scram if scram is None else scram),
             "acls": acl_store.to_json(self._acls if acls is None else acls),
+            "client_metrics": client_metrics_store.to_json(
+                self._client_metrics if client_metrics is None else client_metrics
+            ),
         }
         data = json.dumps(state, indent=1, sort_keys=True).encode("utf-8")
         atomic_write(self._dir / METADATA_FILE, data)
@@ -340,6 +352,16 @@ class EmbeddedMetadata(TopicCache):
                 return
             await asyncio.to_thread(self._persist, self._topics, self._broker_configs, acls=acls)
             self._acls = acls
+
+    async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
+        async with self._lock:
+            table = client_metrics_store.with_change(self._client_metrics, name, configs)
+            if table == self._client_metrics:
+                return
+            await asyncio.to_thread(
+                self._persist, self._topics, self._broker_configs, client_metrics=table
+            )
+            self._client_metrics = table
 
     async def create_topic(
         self,

@@ -168,4 +168,13 @@ class MetadataBackend(Protocol):
         removing one that does not change nothing."""
         ...
 
+    def client_metrics(self) -> Mapping[str, Mapping[str, str]]:
+        """Client-metrics subscriptions' configs by name (controller/client_metrics_store.py);
+        read-only, and the same object until they change."""
+        ...
+
+    async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace one subscription's configs (none: remove it), persisted before return."""
+        ...
+
     def add_listener(self, callback: TopicListener) -> None: ...

@@ -52,7 +52,14 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.handlers.utils import AsyncResult
 
-from controller import acl_store, credential_store, decisions, quota_store, zk_paths
+from controller import (
+    acl_store,
+    client_metrics_store,
+    credential_store,
+    decisions,
+    quota_store,
+    zk_paths,
+)
 from controller.credential_store import CredentialTable, ScramChange
 from controller.embedded import kafka_uuid_string, random_kafka_uuid
 from controller.interface import (
@@ -106,6 +113,7 @@ class Snapshot:
     client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
     scram: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
     acls: frozenset[AclBinding] = frozenset()
+    client_metrics: dict[str, dict[str, str]] = field(default_factory=dict)
     topic_versions: dict[str, int] = field(default_factory=dict)
     moving: dict[TopicPartition, decisions.Reassignment] = field(default_factory=dict)
 
@@ -171,6 +179,9 @@ class ZkMetadata(TopicCache):
 
     def acls(self) -> frozenset[AclBinding]:
         return self._snapshot.acls
+
+    def client_metrics(self) -> Mapping[str, Mapping[str, str]]:
+        return self._snapshot.client_metrics
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -483,7 +494,32 @@ class ZkMetadata(TopicCache):
         if snap.acls == self._snapshot.acls:
             # Unchanged: keep the object, which the authorizer's index compares by identity.
             snap.acls = self._snapshot.acls
+        snap.client_metrics = self._read_client_metrics()
+        if snap.client_metrics == self._snapshot.client_metrics:
+            # Unchanged: keep the object, which the telemetry manager compares by identity.
+            snap.client_metrics = self._snapshot.client_metrics
         return snap
+
+    def _read_client_metrics(self) -> dict[str, dict[str, str]]:
+        """Every client-metrics subscription (controller/client_metrics_store.py), watched."""
+        zk = self._zk
+        reads = [
+            (node, zk.get_async(f"{client_metrics_store.ROOT}/{node}", watch=self._watch))
+            for node in zk.get_children(client_metrics_store.ROOT, watch=self._watch)
+        ]
+        out: dict[str, dict[str, str]] = {}
+        for node, read in reads:
+            try:
+                data, _ = read.get()
+                configs = zk_paths.decode_config(data)
+            except NoNodeError:
+                continue
+            except ValueError as exc:
+                log.warning("ignoring unreadable client-metrics znode %s: %s", node, exc)
+                continue
+            if configs:
+                out[client_metrics_store.node_name(node)] = configs
+        return out
 
     def _read_acls(self) -> frozenset[AclBinding]:
         """Every ACL znode (controller/acl_store.py), watched, so that a change made
@@ -1138,6 +1174,19 @@ class ZkMetadata(TopicCache):
     async def alter_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
         await self._zk_call(self._write_scram_credentials, changes)
         await self._refresh_after_write()
+
+    async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
+        await self._zk_call(self._write_client_metrics, name, configs)
+        await self._refresh_after_write()
+
+    def _write_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
+        path = client_metrics_store.node_path(name)
+        if configs:
+            self._set_config_node(path, configs)
+        else:
+            with contextlib.suppress(NoNodeError):
+                self._zk.delete(path)
+        self._notify_config_change(client_metrics_store.entity_path(name))
 
     def _write_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
         credential_store.write_to_zookeeper(self._zk, changes)

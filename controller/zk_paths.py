@@ -24,6 +24,8 @@ Znodes (all payloads UTF-8 JSON unless said otherwise):
   controller epoch check).
 - ``/config/topics/<topic>``: ``{"version": 1, "config": {"name": "value"}}``.
 - ``/config/brokers/<id>``: the same shape, for dynamic broker configs (KIP-226).
+- ``/config/client-metrics/<name>``: the same shape, for client-metrics subscriptions
+  (KIP-714; controller/client_metrics_store.py).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ PERSISTENT_PATHS = (
     "/config/clients",
     "/config/ips",
     "/config/changes",
+    # Client-metrics subscriptions (controller/client_metrics_store.py).
+    "/config/client-metrics",
 )
 
 

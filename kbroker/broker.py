@@ -65,6 +65,7 @@ from kbroker.server.connection_quotas import (
 )
 from kbroker.server.listener import KafkaServer
 from kbroker.server.memory_pool import MemoryPool
+from kbroker.telemetry.service import ClientTelemetry
 from kbroker.txn.coordinator import TransactionCoordinator
 from kbroker.txn.verification import TxnVerifier
 from replication.fetcher import make_settings
@@ -180,6 +181,10 @@ class Broker:
         )
         # ACL authorization (kbroker/authorization.py); None: every request is allowed.
         self.authorizer = build_authorizer(config, self.metadata.acls)
+        # Client telemetry (KIP-714, kbroker/telemetry/).
+        self.telemetry = ClientTelemetry(
+            config.get("telemetry.max.bytes"), self.metadata.client_metrics
+        )
         self.dispatcher = Dispatcher(self)
         self.group_coordinator = GroupCoordinator(self)
         self.txn_coordinator = TransactionCoordinator(self)

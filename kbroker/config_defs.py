@@ -51,6 +51,7 @@ class ConfigSource(enum.IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
 
 
 _BOUNDS: dict[ConfigType, tuple[int, int]] = {
@@ -195,6 +196,9 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("metrics.sample.window.ms", LONG, "30000", min=1),
     ConfigDef("metrics.recording.level", STR, "INFO", choices=("INFO", "DEBUG", "TRACE")),
     ConfigDef("kafka.metrics.reporters", LIST, ""),
+    # Client telemetry (KIP-714): the most bytes a PushTelemetry's metrics may take,
+    # compressed or not (kbroker/telemetry/).
+    ConfigDef("telemetry.max.bytes", INT, "1048576", min=1),
     # ZooKeeper.
     ConfigDef("zookeeper.connect", STR, None),
     ConfigDef("zookeeper.connection.timeout.ms", INT, None, min=1),

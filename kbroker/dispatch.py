@@ -35,6 +35,7 @@ from kbroker.handlers import (
     produce,
     reassignments,
     scram_users,
+    telemetry,
     transactions,
     write_txn_markers,
 )
@@ -138,6 +139,16 @@ HANDLERS.update(
         ApiKey.CREATE_ACLS: acls.handle_create_acls,
         ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
         ApiKey.DELETE_ACLS: acls.handle_delete_acls,
+    }
+)
+
+
+# Client telemetry (KIP-714, kbroker/telemetry/) and the config resources it lists.
+HANDLERS.update(
+    {
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: telemetry.handle_get_telemetry_subscriptions,
+        ApiKey.PUSH_TELEMETRY: telemetry.handle_push_telemetry,
+        ApiKey.LIST_CONFIG_RESOURCES: telemetry.handle_list_config_resources,
     }
 )
 

@@ -19,7 +19,9 @@ Two kinds of figures:
 - state read at scrape time (``BrokerMetrics``): purgatory sizes, partitions led,
   under-replicated partitions, offline partitions and the active-controller flag, log size and
   offsets per local partition, and consumer-group lag for partitions this broker leads
-  (high watermark minus committed offset).
+  (high watermark minus committed offset);
+- the metrics clients push (KIP-714 client telemetry), the latest value per client
+  instance, with counts of instances, pushes and series (kbroker/telemetry/service.py).
 """
 
 from __future__ import annotations
@@ -253,6 +255,7 @@ class BrokerMetrics:
         self._expose_limits(out)
         self._expose_logs(out)
         self._expose_group_lag(out)
+        self._broker.telemetry.expose(out)
         return out.render()
 
     def _expose_state(self, out: Exposition) -> None:

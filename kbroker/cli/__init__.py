@@ -7,7 +7,7 @@ stderr, naming the property, with exit status 2.
 
 The other subcommands are clients of a running cluster, one module each in this package
 (``topics``, ``console``, ``cluster``, ``groups``, ``quotas``, ``transactions``,
-``users``), over the
+``users``, ``client-metrics``), over the
 protocol operations of ``kbroker.cli.ops``.
 """
 
@@ -19,7 +19,17 @@ import sys
 from collections.abc import Sequence
 
 from kbroker import logfmt
-from kbroker.cli import acls, cluster, console, groups, quotas, topics, transactions, users
+from kbroker.cli import (
+    acls,
+    client_metrics,
+    cluster,
+    console,
+    groups,
+    quotas,
+    topics,
+    transactions,
+    users,
+)
 from kbroker.config import BrokerConfig, ConfigError, resolve_properties
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -48,7 +58,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="logging threshold (default INFO)",
     )
     start.set_defaults(func=_start)
-    for commands in (topics, console, cluster, groups, quotas, acls, transactions, users):
+    for commands in (
+        topics,
+        console,
+        cluster,
+        groups,
+        quotas,
+        acls,
+        transactions,
+        users,
+        client_metrics,
+    ):
         commands.register(sub)
     return parser
 

@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from kbroker.features import SUPPORTED
+from kbroker.server.connection import CLIENT_SOFTWARE
 from wire.errors import ErrorCode
 from wire.messages.api_versions_request import ApiVersionsRequest
 from wire.messages.api_versions_response import (
@@ -27,11 +28,18 @@ async def handle_api_versions(
     broker: Broker, header: RequestHeader, request: ApiVersionsRequest, version: int
 ) -> ApiVersionsResponse:
     error = ErrorCode.NONE
-    if version >= 3 and not (
-        _SOFTWARE_FIELD.fullmatch(request.client_software_name)
-        and _SOFTWARE_FIELD.fullmatch(request.client_software_version)
-    ):
-        error = ErrorCode.INVALID_REQUEST
+    if version >= 3:
+        if not (
+            _SOFTWARE_FIELD.fullmatch(request.client_software_name)
+            and _SOFTWARE_FIELD.fullmatch(request.client_software_version)
+        ):
+            error = ErrorCode.INVALID_REQUEST
+        else:
+            # Remembered for the connection: telemetry subscriptions match on it (KIP-714).
+            software = CLIENT_SOFTWARE.get()
+            if software is not None:
+                software.name = request.client_software_name
+                software.version = request.client_software_version
     finalized = broker.features
     return ApiVersionsResponse(
         error_code=error,

@@ -1,6 +1,8 @@
-"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for TOPIC and BROKER resources.
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for TOPIC, BROKER and
+CLIENT_METRICS resources.
 
-Resource types (ConfigResource.Type): TOPIC = 2, BROKER = 4; others are refused with
+Resource types (ConfigResource.Type): TOPIC = 2, BROKER = 4, CLIENT_METRICS = 16 (KIP-714
+telemetry subscriptions, kbroker/telemetry/subscriptions.py); others are refused with
 INVALID_REQUEST. A BROKER resource is named by this broker's id; the empty name (Kafka's
 cluster-wide dynamic defaults) describes as empty and cannot be altered yet.
 
@@ -11,7 +13,12 @@ INVALID_REQUEST, as Kafka answers them. ``validate_only`` checks without changin
 
 Authorization (kbroker/authorization.py), as Kafka's: describing needs DESCRIBE_CONFIGS and
 altering ALTER_CONFIGS, on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for a broker, on
-the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+the cluster (else CLUSTER_AUTHORIZATION_FAILED), as for client metrics.
+
+Client-metrics subscriptions answer as Kafka 4.3 does: any non-empty name describes (with
+the defaults when it has no config), deleting all its configs (or an AlterConfigs with
+none) removes the subscription, and IncrementalAlterConfigs refuses APPEND and SUBTRACT on
+their configs ("its type is not LIST", INVALID_CONFIG), lists though two of them are.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from kbroker.config import (
 )
 from kbroker.config_defs import BROKER_DEFS, TOPIC_DEFS, ConfigDef, ConfigSource, ConfigType
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from kbroker.telemetry import subscriptions
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
 from wire.messages.alter_configs_response import (
@@ -63,6 +71,7 @@ if TYPE_CHECKING:
 
 TOPIC = 2
 BROKER = 4
+CLIENT_METRICS = 16
 
 # The two alter APIs' resource and per-resource response types.
 Resource = TypeVar("Resource", AlterConfigsResource, IncrementalResource)
@@ -106,7 +115,7 @@ def _check_access(broker: Broker, operation: AclOperation, resource_type: int, n
     if resource_type == TOPIC:
         if not authorize(broker, operation, ResourceType.TOPIC, name):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-    elif resource_type == BROKER:
+    elif resource_type in (BROKER, CLIENT_METRICS):
         if not authorize(broker, operation, ResourceType.CLUSTER, CLUSTER_NAME):
             raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
 
@@ -124,6 +133,13 @@ def _describe_entries(broker: Broker, resource: DescribeConfigsResource) -> list
             return []
         _check_broker_name(broker, resource.resource_name)
         return describe_broker_configs(broker.config, broker.metadata.broker_configs())
+    if resource.resource_type == CLIENT_METRICS:
+        if not resource.resource_name:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty"
+            )
+        stored = broker.metadata.client_metrics().get(resource.resource_name, {})
+        return subscriptions.describe(stored)
     raise _unsupported_type(resource.resource_type)
 
 
@@ -168,9 +184,9 @@ async def handle_describe_configs(
             result.error_message = e.message
             results.append(result)
             continue
-        # A null key list means every config; a list (even an empty one) filters.
+        # A null or empty key list means every config (Kafka's reading); a list filters.
         keys = resource.configuration_keys
-        wanted = None if keys is None else set(keys)
+        wanted = set(keys) if keys else None
         result.configs = [
             _config_result(e, version, include_synonyms)
             for e in entries
@@ -206,6 +222,12 @@ async def _replace_configs(
         validate_dynamic_broker_configs(configs)
         if not validate_only:
             await broker.metadata.set_broker_configs(_non_null(configs))
+        return
+    if resource_type == CLIENT_METRICS:
+        subscriptions.check_name(name)
+        normalized = subscriptions.normalize(configs)
+        if not validate_only:
+            await broker.metadata.set_client_metrics(name, normalized)
         return
     raise _unsupported_type(resource_type)
 
@@ -379,7 +401,37 @@ async def _alter_incrementally(
         if not validate_only:
             await broker.metadata.set_broker_configs(updated)
         return
+    if resource_type == CLIENT_METRICS:
+        subscriptions.check_name(name)
+        current = broker.metadata.client_metrics().get(name, {})
+        normalized = subscriptions.normalize(_apply_client_metrics_ops(current, ops))
+        if not validate_only:
+            await broker.metadata.set_client_metrics(name, normalized)
+        return
     raise _unsupported_type(resource_type)
+
+
+def _apply_client_metrics_ops(
+    current: Mapping[str, str], ops: list[AlterableConfig]
+) -> dict[str, str | None]:
+    """SET and DELETE on a subscription's configs; validation is the caller's."""
+    result: dict[str, str | None] = dict(current)
+    for op in ops:
+        if op.config_operation in (OP_APPEND, OP_SUBTRACT):
+            verb = "APPEND" if op.config_operation == OP_APPEND else "SUBTRACT"
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG,
+                f"Can't {verb} to key {op.name} because its type is not LIST.",
+            )
+        if op.config_operation == OP_SET:
+            result[op.name] = op.value
+        elif op.config_operation == OP_DELETE:
+            result.pop(op.name, None)
+        else:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"Unknown config operation {op.config_operation}"
+            )
+    return result
 
 
 async def handle_incremental_alter_configs(

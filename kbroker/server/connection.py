@@ -78,6 +78,23 @@ LISTENER_NAME: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
+# The client's port, and its software name and version once its ApiVersions request (v3+,
+# KIP-511) gave them: what client telemetry subscriptions match on (KIP-714). The
+# ClientSoftware object is the connection's own, filled in by the ApiVersions handler.
+CLIENT_PORT: contextvars.ContextVar[int] = contextvars.ContextVar("client_port", default=0)
+
+
+@dataclass(slots=True)
+class ClientSoftware:
+    name: str | None = None
+    version: str | None = None
+
+
+CLIENT_SOFTWARE: contextvars.ContextVar[ClientSoftware | None] = contextvars.ContextVar(
+    "client_software", default=None
+)
+
+
 # Who the client is (Kafka's KafkaPrincipal as ``<type>:<name>``), for authorization and
 # user quotas.
 PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar("principal", default=ANONYMOUS)
@@ -163,6 +180,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing = False
         self.peer = "?"
         self._client_host = "/"
+        self._client_port = 0
 
     @property
     def started(self) -> bool:
@@ -177,6 +195,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._client_host = f"/{peer[0]}" if peer else "/"
+        self._client_port = int(peer[1]) if peer else 0
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -370,6 +389,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     async def _serve(self) -> None:
         assert self._transport is not None
         CLIENT_HOST.set(self._client_host)
+        CLIENT_PORT.set(self._client_port)
+        CLIENT_SOFTWARE.set(ClientSoftware())
         LISTENER_NAME.set(self._listener_name)
         PRINCIPAL.set(self._principal)
         try:

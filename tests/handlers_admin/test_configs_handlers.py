@@ -122,8 +122,10 @@ async def test_describe_without_synonyms_and_with_key_filter(with_topic: Any) ->
     response = await describe(with_topic, 4, resource(TOPIC, "t", ["retention.ms", "no.such.key"]))
     [config] = response.results[0].configs
     assert config.name == "retention.ms" and config.synonyms == []
+    # An empty key list asks for every config, as Kafka 4.3 answers it.
     response = await describe(with_topic, 4, resource(TOPIC, "t", []))
-    assert response.results[0].configs == []
+    everything = await describe(with_topic, 4, resource(TOPIC, "t"))
+    assert response.results[0].configs == everything.results[0].configs != []
 
 
 @pytest.mark.parametrize(

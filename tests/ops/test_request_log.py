@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from kbroker.dispatch import Dispatcher
+from kbroker.features import DEFAULT_FINALIZED
 from kbroker.quotas import QuotaManager
 from kbroker.server.connection import CloseConnection
 from wire.api_keys import ApiKey
@@ -16,7 +17,9 @@ from wire.messages.request_header import RequestHeader
 
 
 def _dispatcher() -> Dispatcher:
-    broker = SimpleNamespace(quotas=QuotaManager(dict, clock=lambda: 0.0))
+    broker = SimpleNamespace(
+        quotas=QuotaManager(dict, clock=lambda: 0.0), features=DEFAULT_FINALIZED
+    )
     broker.dispatcher = Dispatcher(broker)
     return broker.dispatcher
 
