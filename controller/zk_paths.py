@@ -22,7 +22,9 @@ Znodes (all payloads UTF-8 JSON unless said otherwise):
   "leader": l, "leader_epoch": e, "isr": [...]}``; changed only by conditional writes on
   the znode version (leader: ISR changes; controller: elections, in a transaction with the
   controller epoch check).
-- ``/config/topics/<topic>``: ``{"version": 1, "config": {"name": "value"}}``.
+- ``/config/topics/<topic>``: ``{"version":1,"config":{"name":"value"}}``, compact as
+  Kafka writes it (controller/config_znodes.py: the other entity configs and the change
+  notifications).
 - ``/config/brokers/<id>``: the same shape, for dynamic broker configs (KIP-226).
 """
 
@@ -90,6 +92,11 @@ def broker_config_path(broker_id: int) -> str:
 
 def dump_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True).encode("utf-8")
+
+
+def kafka_json(obj: Any) -> bytes:
+    """JSON as Kafka's ZooKeeper mode writes it: compact, its fields in the order given."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def _load(data: bytes) -> Any:
@@ -185,7 +192,7 @@ def decode_assignment(data: bytes) -> tuple[uuid.UUID, list[tuple[int, ...]]]:
 
 
 def encode_config(config: Mapping[str, str]) -> bytes:
-    return dump_json({"version": 1, "config": dict(config)})
+    return kafka_json({"version": 1, "config": dict(config)})
 
 
 def decode_config(data: bytes) -> dict[str, str]:

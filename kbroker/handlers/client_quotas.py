@@ -19,14 +19,7 @@ from typing import TYPE_CHECKING
 
 from controller.quota_store import QuotaChange
 from kbroker.authorization import authorize
-from kbroker.quotas import (
-    CONNECTION_CREATION_RATE,
-    CONSUMER_BYTE_RATE,
-    ENTITY_TYPES,
-    PRODUCER_BYTE_RATE,
-    QuotaEntity,
-    valid_keys,
-)
+from kbroker.quotas import ENTITY_TYPES, WHOLE_NUMBER_KEYS, QuotaEntity, valid_keys
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import alter_client_quotas_response as alter_out
@@ -41,8 +34,6 @@ if TYPE_CHECKING:
 MATCH_EXACT = 0
 MATCH_DEFAULT = 1
 MATCH_SPECIFIED = 2
-# Kafka stores these as longs: whole numbers only.
-WHOLE_NUMBER_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONNECTION_CREATION_RATE})
 
 
 def _invalid(message: str) -> KafkaError:
