@@ -10,7 +10,9 @@ pattern, so ACLs written by either side are seen by the other:
   AclAuthorizer does); each holds ``{"acls":[{"principal":"User:alice",
   "permissionType":"Allow","host":"*","operation":"Read"}],"version":1}`` (compact, in
   Kafka's order), operations and permission types in Pascal case (``DescribeConfigs``).
-  A pattern with no ACL left has no znode.
+  A pattern with no ACL left has no znode. Names are not encoded: a name ZooKeeper cannot
+  take as a znode name (one with ``/``, ``.``, ``..``, control characters) is refused, as
+  Kafka's AclAuthorizer refuses it.
 - after each change of a pattern, a sequential change notification: for literal
   patterns ``/kafka-acl-changes/acl_changes_<seq>`` holding ``TOPIC:<name>`` (the
   resource type's upper-case name, a colon, the name), for prefixed ones
@@ -30,7 +32,7 @@ import json
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from controller.zk_paths import kafka_json
+from controller.zk_paths import kafka_json, znode_name_problem
 from kbroker.security.acls import (
     AclBinding,
     AclOperation,
@@ -120,6 +122,12 @@ def decode_acls(data: bytes, pattern: Pattern) -> set[AclBinding]:
         return out
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not an ACL znode: {exc!r}") from exc
+
+
+def zookeeper_problem(acl: AclBinding) -> str | None:
+    """Why the binding's resource name cannot name its znode, or None."""
+    problem = znode_name_problem(acl.name)
+    return None if problem is None else f"Invalid resource name for ZooKeeper: {problem}"
 
 
 def parse_resource_type(node: str) -> ResourceType:

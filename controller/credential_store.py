@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from controller import quota_store
+from kbroker.quotas import USER
 from kbroker.security.scram import (
     MECHANISMS,
     ScramCredential,
@@ -80,6 +81,11 @@ def from_json(data: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, Scra
 def entity_path(user: str) -> str:
     """The user's config entity (controller/config_znodes.py): ``users/<sanitized user>``."""
     return f"users/{quota_store.sanitize(user)}"
+
+
+def zookeeper_problem(user: str) -> str | None:
+    """Why the user's name cannot name its znode, or None."""
+    return quota_store.zookeeper_problem(((USER, user),))
 
 
 def changed_config(

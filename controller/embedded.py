@@ -341,6 +341,16 @@ class EmbeddedMetadata(TopicCache):
             await asyncio.to_thread(self._persist, self._topics, self._broker_configs, acls=acls)
             self._acls = acls
 
+    # The state file stores any name.
+    def quota_entity_refusal(self, key: QuotaEntity) -> str | None:
+        return None
+
+    def scram_user_refusal(self, user: str) -> str | None:
+        return None
+
+    def acl_refusal(self, acl: AclBinding) -> str | None:
+        return None
+
     async def create_topic(
         self,
         name: str,

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from controller.zk_paths import znode_name_problem
 from kbroker.quotas import CLIENT_ID, IP, USER, WHOLE_NUMBER_KEYS, QuotaEntity
 
 DEFAULT = "<default>"
@@ -84,6 +85,16 @@ def entity_path(key: QuotaEntity) -> str:
     if CLIENT_ID in names:
         return f"clients/{sanitize(names[CLIENT_ID])}"
     return f"ips/{sanitize(names[IP])}"
+
+
+def zookeeper_problem(key: QuotaEntity) -> str | None:
+    """Why an entity name cannot name its znode (``.`` and ``..`` stay as they are when
+    sanitized), or None."""
+    for _, name in key:
+        problem = znode_name_problem(sanitize(name))
+        if problem is not None:
+            return f"Invalid entity name for ZooKeeper: {problem}"
+    return None
 
 
 def java_double(value: float) -> str:

@@ -1162,13 +1162,22 @@ class ZkMetadata(TopicCache):
 
             alter_entity_config(self._zk, quota_store.entity_path(key), alter)
 
+    def quota_entity_refusal(self, key: QuotaEntity) -> str | None:
+        return quota_store.zookeeper_problem(key)
+
     async def alter_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
         await self._zk_call(write_scram_changes, self._zk, changes)
         await self._refresh_after_write()
 
+    def scram_user_refusal(self, user: str) -> str | None:
+        return credential_store.zookeeper_problem(user)
+
     async def alter_acls(self, add: Sequence[AclBinding], remove: Sequence[AclBinding]) -> None:
         await self._zk_call(self._write_acls, add, remove)
         await self._refresh_after_write()
+
+    def acl_refusal(self, acl: AclBinding) -> str | None:
+        return acl_store.zookeeper_problem(acl)
 
     def _write_acls(self, add: Sequence[AclBinding], remove: Sequence[AclBinding]) -> None:
         """Each affected pattern's znode is read, changed and written back conditionally on

@@ -94,6 +94,24 @@ def dump_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True).encode("utf-8")
 
 
+# ZooKeeper refuses these characters in a path (its PathUtils.validatePath), and every
+# character outside the Basic Multilingual Plane (a UTF-16 surrogate pair for Java).
+_REFUSED_RANGES = ((0x00, 0x1F), (0x7F, 0x9F), (0xD800, 0xF8FF), (0xFFF0, 0x10FFFF))
+
+
+def znode_name_problem(name: str) -> str | None:
+    """Why ZooKeeper cannot take `name` as one component of a path, or None."""
+    if name in ("", ".", ".."):
+        return f"{name!r} is not a znode name"
+    if "/" in name:
+        return f"{name!r} contains '/'"
+    for index, char in enumerate(name):
+        code = ord(char)
+        if any(low <= code <= high for low, high in _REFUSED_RANGES):
+            return f"{name!r} contains a character ZooKeeper refuses at {index}"
+    return None
+
+
 def kafka_json(obj: Any) -> bytes:
     """JSON as Kafka's ZooKeeper mode writes it: compact, its fields in the order given."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

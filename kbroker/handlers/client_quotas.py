@@ -5,7 +5,9 @@ type's default entity. Describe filters by components: match type 0 names the en
 exactly, 1 matches the default entity, 2 any entity of that type that is not the
 default; ``strict`` keeps only entities with exactly the filtered types. Alter validates
 each entry on its own (INVALID_REQUEST for unknown or repeated entity types, keys that do
-not apply to the entity, values that are not positive), then applies the valid ones
+not apply to the entity, values that are not positive, names the metadata backend cannot
+store: ``.`` or ``..`` in ZooKeeper, where Kafka fails with UNKNOWN_SERVER_ERROR), then
+applies the valid ones
 unless ``validate_only``. Quotas live in the metadata backend (controller/quota_store.py).
 Describing needs DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS (else
 CLUSTER_AUTHORIZATION_FAILED), as in Kafka.
@@ -97,7 +99,7 @@ def _matches(key: QuotaEntity, wanted: dict[str, tuple[int, str | None]], strict
     return True
 
 
-def _change(entry: EntryData) -> QuotaChange:
+def _change(broker: Broker, entry: EntryData) -> QuotaChange:
     """The entry as a change, or KafkaError(INVALID_REQUEST)."""
     names: dict[str, str | None] = {}
     for part in entry.entity:
@@ -109,6 +111,9 @@ def _change(entry: EntryData) -> QuotaChange:
     allowed = valid_keys(key)
     if not allowed:
         raise _invalid(f"Invalid quota entity {sorted(names)}")
+    refusal = broker.metadata.quota_entity_refusal(key)
+    if refusal is not None:
+        raise _invalid(refusal)
     ops: dict[str, float | None] = {}
     for op in entry.ops:
         if op.key not in allowed:
@@ -140,7 +145,7 @@ async def handle_alter_client_quotas(
         try:
             if not allowed:
                 raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
-            changes.append(_change(entry))
+            changes.append(_change(broker, entry))
         except KafkaError as exc:
             results.append(
                 alter_out.EntryData(error_code=exc.code, error_message=exc.message, entity=entity)

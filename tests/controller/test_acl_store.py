@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -79,6 +80,16 @@ def test_change_notifications() -> None:
     assert data == (
         b'{"version":1,"resourceType":"TRANSACTIONAL_ID","name":"app-","patternType":"PREFIXED"}'
     )
+
+
+def test_names_zookeeper_cannot_store_are_refused() -> None:
+    """Kafka's AclAuthorizer refuses a name with '/' and ZooKeeper refuses relative or
+    control-character names; anything else, wildcards and spaces included, is a znode."""
+    for name in ("a/b", "..", ".", "x\x01y", "x\U0001f600"):
+        problem = acl_store.zookeeper_problem(dataclasses.replace(READ, name=name))
+        assert problem is not None and problem.startswith("Invalid resource name for ZooKeeper")
+    for name in ("*", "a b", "g%20h", "caf\u00e9", "...", ".a"):
+        assert acl_store.zookeeper_problem(dataclasses.replace(READ, name=name)) is None
 
 
 def test_every_resource_type_has_its_znode_under_both_roots() -> None:

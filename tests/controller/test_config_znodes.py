@@ -91,3 +91,10 @@ def test_quota_values_in_kafkas_formats() -> None:
     assert quota_store.decode_quotas({"controller_mutation_rate": "1.0E7"}) == {
         "controller_mutation_rate": 1e7
     }
+
+
+def test_entity_names_zookeeper_cannot_store() -> None:
+    assert quota_store.zookeeper_problem((("user", ".."),)) is not None
+    assert quota_store.zookeeper_problem((("client-id", "."), ("user", "a"))) is not None
+    # Sanitized names are safe: '/' and control characters are URL-encoded.
+    assert quota_store.zookeeper_problem((("client-id", "a/b\x01"), ("user", None))) is None

@@ -9,17 +9,25 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from kazoo.client import KazooClient
 
 from controller.interface import Endpoint
 from controller.zk_backend import ZkMetadata
 from kbroker.broker import Broker
+from kbroker.cli import main
 from kbroker.config import BrokerConfig
 from kbroker.security.scram import credential_to_string, make_credential
 from tests.server.conftest import RawClient, broker_config, free_port
 from tests.server.test_client_quotas import _entry
 from wire.api_keys import ApiKey
+from wire.errors import ErrorCode
 from wire.messages.alter_client_quotas_request import AlterClientQuotasRequest
+from wire.messages.alter_user_scram_credentials_request import (
+    AlterUserScramCredentialsRequest,
+    ScramCredentialUpsertion,
+)
+from wire.messages.create_acls_request import AclCreation, CreateAclsRequest
 
 
 def _changes(zk: KazooClient) -> list[str]:
@@ -120,6 +128,81 @@ async def test_scram_credentials_share_the_users_znode_with_quotas(
         zk.stop()
         zk.close()
         await broker.stop()
+
+
+async def test_names_zookeeper_cannot_store_are_refused(tmp_path: Path, zookeeper: str) -> None:
+    """A quota entity or SCRAM user named '.' or '..' and an ACL resource named with '/' or
+    '..' have no znode: each is refused on its own with an error, and the connection stays
+    up (it used to be closed by the failing handler, or the ACL reported created and lost)."""
+    config = broker_config(
+        tmp_path / "data",
+        free_port(),
+        zookeeper_connect=zookeeper,
+        broker_id="1",
+        authorizer_class_name="kafka.security.authorizer.AclAuthorizer",
+        super_users="User:ANONYMOUS",
+    )
+    broker = Broker(config)
+    await broker.start()
+    client = await RawClient.connect(broker.port)
+    try:
+        quotas = await client.call(
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            1,
+            AlterClientQuotasRequest(
+                entries=[
+                    _entry({"user": ".."}, producer_byte_rate=1024),
+                    _entry({"user": "ok"}, producer_byte_rate=1024),
+                ]
+            ),
+        )
+        assert [e.error_code for e in quotas.entries] == [ErrorCode.INVALID_REQUEST, 0]
+        assert "ZooKeeper" in quotas.entries[0].error_message
+        upsertion = ScramCredentialUpsertion(
+            name=".", mechanism=1, iterations=4096, salt=b"s" * 16, salted_password=b"p" * 32
+        )
+        scram = await client.call(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            0,
+            AlterUserScramCredentialsRequest(upsertions=[upsertion]),
+        )
+        assert [r.error_code for r in scram.results] == [ErrorCode.UNACCEPTABLE_CREDENTIAL]
+
+        def group_acl(name: str) -> AclCreation:
+            return AclCreation(
+                resource_type=3,
+                resource_name=name,
+                resource_pattern_type=3,
+                principal="User:bob",
+                host="*",
+                operation=3,
+                permission_type=3,
+            )
+
+        acls = await client.call(
+            ApiKey.CREATE_ACLS,
+            3,
+            CreateAclsRequest(creations=[group_acl(n) for n in ("a/b", "..", "a b")]),
+        )
+        assert [r.error_code for r in acls.results] == [
+            ErrorCode.INVALID_REQUEST,
+            ErrorCode.INVALID_REQUEST,
+            0,
+        ]
+        assert {a.name for a in broker.metadata.acls()} == {"a b"}
+        assert set(broker.metadata.client_quotas()) == {(("user", "ok"),)}
+    finally:
+        await client.close()
+        await broker.stop()
+
+
+def test_kbroker_users_zookeeper_refuses_a_name_without_a_znode(
+    zookeeper: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["users", "add", "..", "--password", "x", "--zookeeper", zookeeper])
+    assert exited.value.code == 1
+    assert "'..' is not a znode name" in capsys.readouterr().err
 
 
 def _backend(tmp_path: Path, zookeeper: str, clock: Callable[[], float] = time.time) -> ZkMetadata:
