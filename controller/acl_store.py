@@ -6,16 +6,20 @@ pattern, so ACLs written by either side are seen by the other:
 - literal patterns at ``/kafka-acl/<ResourceType>/<name>``, prefixed ones at
   ``/kafka-acl-extended/prefixed/<ResourceType>/<name>`` (``<ResourceType>`` in Pascal
   case: ``Topic``, ``Group``, ``Cluster``, ``TransactionalId``, ``DelegationToken``,
-  ``User``); each holds ``{"version": 1, "acls": [{"principal": "User:alice",
-  "permissionType": "Allow", "operation": "Read", "host": "*"}]}``, operations and
-  permission types in Pascal case (``DescribeConfigs``). A pattern with no ACL left has no
-  znode.
+  ``User``; every broker creates the six under both roots at start, as Kafka's
+  AclAuthorizer does); each holds ``{"acls":[{"principal":"User:alice",
+  "permissionType":"Allow","host":"*","operation":"Read"}],"version":1}`` (compact, in
+  Kafka's order), operations and permission types in Pascal case (``DescribeConfigs``).
+  A pattern with no ACL left has no znode. Names are not encoded: a name ZooKeeper cannot
+  take as a znode name (one with ``/``, ``.``, ``..``, control characters) is refused, as
+  Kafka's AclAuthorizer refuses it.
 - after each change of a pattern, a sequential change notification: for literal
   patterns ``/kafka-acl-changes/acl_changes_<seq>`` holding ``TOPIC:<name>`` (the
   resource type's upper-case name, a colon, the name), for prefixed ones
-  ``/kafka-acl-extended-changes/acl_changes_<seq>`` holding ``{"version": 1,
-  "resourceType": "TOPIC", "name": "<name>", "patternType": "PREFIXED"}``. Kafka's
-  brokers watch these; kbroker's watch the ACL znodes themselves.
+  ``/kafka-acl-extended-changes/acl_changes_<seq>`` holding ``{"version":1,
+  "resourceType":"TOPIC","name":"<name>","patternType":"PREFIXED"}``. Kafka's brokers
+  watch these; kbroker's watch the ACL znodes themselves, and purge the notifications
+  (controller/config_znodes.py).
 
 The embedded backend keeps a list of ``{"resource_type": "Topic", "name": "t",
 "pattern_type": "Literal", "principal": "User:alice", "host": "*", "operation": "Read",
@@ -28,6 +32,7 @@ import json
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
+from controller.zk_paths import kafka_json, znode_name_problem
 from kbroker.security.acls import (
     AclBinding,
     AclOperation,
@@ -44,10 +49,15 @@ PREFIXED_ROOT = f"{EXTENDED_ROOT}/prefixed"
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
-# Created at start, as Kafka does, so listings never hit a missing parent.
-PATHS = (LITERAL_ROOT, PREFIXED_ROOT, LITERAL_CHANGES, EXTENDED_CHANGES)
 # The stored pattern types and the root of each.
 ROOTS = ((PatternType.LITERAL, LITERAL_ROOT), (PatternType.PREFIXED, PREFIXED_ROOT))
+STORED_TYPES = tuple(t for t in ResourceType if t not in (ResourceType.UNKNOWN, ResourceType.ANY))
+# Created at start, as Kafka does, so listings never hit a missing parent.
+PATHS = (
+    *(f"{root}/{pascal_name(t)}" for _, root in ROOTS for t in STORED_TYPES),
+    LITERAL_CHANGES,
+    EXTENDED_CHANGES,
+)
 JSON_VERSION = 1
 
 # A resource pattern: what one znode holds the ACLs of.
@@ -82,12 +92,12 @@ def encode_acls(acls: Iterable[AclBinding]) -> bytes:
         {
             "principal": a.principal,
             "permissionType": pascal_name(a.permission),
-            "operation": pascal_name(a.operation),
             "host": a.host,
+            "operation": pascal_name(a.operation),
         }
         for a in sorted(acls, key=lambda a: (a.principal, a.host, a.operation, a.permission))
     ]
-    return json.dumps({"version": JSON_VERSION, "acls": entries}).encode("utf-8")
+    return kafka_json({"acls": entries, "version": JSON_VERSION})
 
 
 def decode_acls(data: bytes, pattern: Pattern) -> set[AclBinding]:
@@ -114,6 +124,12 @@ def decode_acls(data: bytes, pattern: Pattern) -> set[AclBinding]:
         raise ValueError(f"not an ACL znode: {exc!r}") from exc
 
 
+def zookeeper_problem(acl: AclBinding) -> str | None:
+    """Why the binding's resource name cannot name its znode, or None."""
+    problem = znode_name_problem(acl.name)
+    return None if problem is None else f"Invalid resource name for ZooKeeper: {problem}"
+
+
 def parse_resource_type(node: str) -> ResourceType:
     return parse_name(ResourceType, node)
 
@@ -129,7 +145,7 @@ def change_notification(pattern: Pattern) -> tuple[str, bytes]:
         "name": name,
         "patternType": pattern_type.name,
     }
-    return f"{EXTENDED_CHANGES}/{CHANGE_PREFIX}", json.dumps(event).encode("utf-8")
+    return f"{EXTENDED_CHANGES}/{CHANGE_PREFIX}", kafka_json(event)
 
 
 def to_json(acls: Iterable[AclBinding]) -> list[dict[str, str]]:

@@ -2,19 +2,19 @@
 
 The table maps a user to its credentials by mechanism (kbroker.security.scram). ZooKeeper
 keeps them where Kafka does: in the user's config znode ``/config/users/<user>``, next to
-the user's quotas, as ``{"version": 1, "config": {"SCRAM-SHA-256": "salt=...,stored_key=
+the user's quotas, as ``{"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=
 ...,server_key=...,iterations=4096"}}``, followed by a ``/config/changes/config_change_``
-notification naming ``users/<user>``. The embedded backend keeps
+notification naming ``users/<user>`` (controller/config_znodes.py: a user left without
+credentials and quotas loses its znode). The embedded backend keeps
 ``{"<user>": {"SCRAM-SHA-256": "salt=..."}}`` in its state file.
 """
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Iterable, Mapping
-from typing import Any
 
-from controller import zk_paths
+from controller import quota_store
+from kbroker.quotas import USER
 from kbroker.security.scram import (
     MECHANISMS,
     ScramCredential,
@@ -78,30 +78,21 @@ def from_json(data: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, Scra
     return {user: credentials_of_config(creds) for user, creds in data.items()}
 
 
-def user_path(user: str) -> str:
-    """The user's config znode; the name URL-encoded as Kafka's Sanitizer does."""
-    return f"/config/users/{urllib.parse.quote(user, safe='').replace('~', '%7E')}"
+def entity_path(user: str) -> str:
+    """The user's config entity (controller/config_znodes.py): ``users/<sanitized user>``."""
+    return f"users/{quota_store.sanitize(user)}"
 
 
-def write_to_zookeeper(zk: Any, changes: Iterable[ScramChange]) -> None:
-    """Apply ``changes`` to the users' znodes through a connected KazooClient (the ZooKeeper
-    backend, and ``kbroker users --zookeeper`` before any broker runs), each followed by the
-    change notification Kafka's brokers watch."""
-    changes = list(changes)
-    for user in dict.fromkeys(user for user, _, _ in changes):
-        path = user_path(user)
-        data = zk.get(path)[0] if zk.exists(path) else b""
-        config = zk_paths.decode_config(data)
-        current = {user: credentials_of_config(config)}
-        table = apply_changes(current, [c for c in changes if c[0] == user])
-        encoded = zk_paths.encode_config(with_credentials(config, table.get(user, {})))
-        if zk.exists(path):
-            zk.set(path, encoded)
-        else:
-            zk.create(path, encoded, makepath=True)
-        zk.create(
-            "/config/changes/config_change_",
-            zk_paths.dump_json({"version": 2, "entity_path": path.removeprefix("/config/")}),
-            sequence=True,
-            makepath=True,
-        )
+def zookeeper_problem(user: str) -> str | None:
+    """Why the user's name cannot name its znode, or None."""
+    return quota_store.zookeeper_problem(((USER, user),))
+
+
+def changed_config(
+    config: Mapping[str, str], user: str, changes: Iterable[ScramChange]
+) -> dict[str, str]:
+    """The user's config map (``/config/users/<user>``) with the user's changes applied,
+    its other entries (quotas) kept."""
+    current = {user: credentials_of_config(config)}
+    table = apply_changes(current, [c for c in changes if c[0] == user])
+    return with_credentials(config, table.get(user, {}))

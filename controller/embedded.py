@@ -363,6 +363,16 @@ class EmbeddedMetadata(TopicCache):
             )
             self._client_metrics = table
 
+    # The state file stores any name.
+    def quota_entity_refusal(self, key: QuotaEntity) -> str | None:
+        return None
+
+    def scram_user_refusal(self, user: str) -> str | None:
+        return None
+
+    def acl_refusal(self, acl: AclBinding) -> str | None:
+        return None
+
     async def create_topic(
         self,
         name: str,

@@ -151,12 +151,20 @@ class MetadataBackend(Protocol):
         """Apply quota changes (a None value removes the key), persisted before return."""
         ...
 
+    def quota_entity_refusal(self, key: QuotaEntity) -> str | None:
+        """Why this backend cannot store the entity (its names), or None."""
+        ...
+
     def scram_credentials(self) -> CredentialTable:
         """SCRAM credentials by user and mechanism (controller/credential_store.py)."""
         ...
 
     async def alter_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
         """Add, replace or delete credentials, persisted before return."""
+        ...
+
+    def scram_user_refusal(self, user: str) -> str | None:
+        """Why this backend cannot store credentials of the user (its name), or None."""
         ...
 
     def acls(self) -> frozenset[AclBinding]:
@@ -175,6 +183,10 @@ class MetadataBackend(Protocol):
 
     async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace one subscription's configs (none: remove it), persisted before return."""
+        ...
+
+    def acl_refusal(self, acl: AclBinding) -> str | None:
+        """Why this backend cannot store the ACL (its resource name), or None."""
         ...
 
     def add_listener(self, callback: TopicListener) -> None: ...

@@ -5,11 +5,13 @@ name being the type's default entity) to its quotas. ZooKeeper keeps them where 
 
 - ``/config/users/<user>``, ``/config/clients/<client-id>``,
   ``/config/users/<user>/clients/<client-id>`` and ``/config/ips/<ip>``: each
-  ``{"version": 1, "config": {"producer_byte_rate": "1048576.0"}}``; ``<default>`` names
-  the default entity, other names are URL-encoded as Kafka's Sanitizer does;
-- after each change, a sequential ``/config/changes/config_change_`` znode
-  ``{"version": 2, "entity_path": "users/<user>/clients/<client-id>"}``, which Kafka's
-  brokers watch.
+  ``{"version":1,"config":{"producer_byte_rate":"1048576","request_percentage":"50.0"}}``,
+  values written as Kafka writes its quota configs: the byte rates and
+  ``connection_creation_rate`` as whole numbers, the others as Java prints a double;
+  ``<default>`` names the default entity, other names are URL-encoded as Kafka's
+  Sanitizer does;
+- after each change, a sequential ``/config/changes/config_change_`` znode naming the
+  entity, and an entity left without quotas loses its znode (controller/config_znodes.py).
 
 The embedded backend keeps a list of ``{"entity": [[type, name], ...], "quotas": {...}}``.
 """
@@ -18,13 +20,13 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
-from kbroker.quotas import CLIENT_ID, IP, USER, QuotaEntity
+from controller.zk_paths import znode_name_problem
+from kbroker.quotas import CLIENT_ID, IP, USER, WHOLE_NUMBER_KEYS, QuotaEntity
 
 DEFAULT = "<default>"
-CHANGES = "/config/changes"
-CHANGE_PREFIX = f"{CHANGES}/config_change_"
 USERS = "/config/users"
 CLIENTS = "/config/clients"
 IPS = "/config/ips"
@@ -85,9 +87,28 @@ def entity_path(key: QuotaEntity) -> str:
     return f"ips/{sanitize(names[IP])}"
 
 
-def encode_quotas(quotas: Mapping[str, float]) -> dict[str, str]:
-    """As Kafka writes them: whole numbers without a fraction (its byte rates are longs)."""
-    return {k: str(int(v)) if float(v).is_integer() else repr(float(v)) for k, v in quotas.items()}
+def zookeeper_problem(key: QuotaEntity) -> str | None:
+    """Why an entity name cannot name its znode (``.`` and ``..`` stay as they are when
+    sanitized), or None."""
+    for _, name in key:
+        problem = znode_name_problem(sanitize(name))
+        if problem is not None:
+            return f"Invalid entity name for ZooKeeper: {problem}"
+    return None
+
+
+def java_double(value: float) -> str:
+    """`value` as Java's Double.toString prints it: ``50.0``, ``12.5``, ``1.0E7``."""
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(float(value))
+    sign, digits, exponent = Decimal(repr(float(value))).as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{exponent + len(digits) - 1}"
+
+
+def encode_quota(key: str, value: float) -> str:
+    return str(int(value)) if key in WHOLE_NUMBER_KEYS else java_double(value)
 
 
 def decode_quotas(config: Mapping[str, str]) -> dict[str, float]:

@@ -22,6 +22,11 @@ A broker that creates a topic writes its assignment and the partitions' initial 
 transaction. Controlled shutdown: the stopping broker removes its own registration, so the
 controller moves its leaderships as if it had failed, and waits for that before it stops.
 
+ACLs (controller/acl_store.py), SCRAM credentials and client quotas (the entity config
+znodes, controller/config_znodes.py) are read from their znodes, which every broker
+watches; writes follow each change with Kafka's change notification, which Kafka's brokers
+read, and every broker deletes the notifications 15 minutes old, as Kafka's brokers do.
+
 Also here, so that kazoo stays in this one module: ``read_consumer_offsets``, a read-only walk
 of ``/consumers/<group>/offsets/<topic>/<partition>`` (offsets kept by ZooKeeper-based
 consumers) for ``kbroker groups import-zk-offsets``.
@@ -32,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import threading
 import time
 import uuid
@@ -55,6 +61,7 @@ from kazoo.handlers.utils import AsyncResult
 from controller import (
     acl_store,
     client_metrics_store,
+    config_znodes,
     credential_store,
     decisions,
     quota_store,
@@ -94,6 +101,8 @@ ZK_ERRORS = (KazooException, ZookeeperError, KazooTimeoutError, OSError)
 DELETE_POLL_SECONDS = 0.2
 # How long a stopping broker waits for its ZooKeeper client to close (see stop()).
 ZK_STOP_SECONDS = 3.0
+# How often a refresh looks for change notifications past their lifetime.
+PURGE_SECONDS = 60.0
 
 
 @dataclass
@@ -152,6 +161,7 @@ class ZkMetadata(TopicCache):
         self._stale: set[str] | None = None
         self._stale_lock = threading.Lock()
         self._last_full_read = 0.0
+        self._last_purge = -math.inf
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -669,6 +679,25 @@ class ZkMetadata(TopicCache):
                     self._controller_epoch = -1
             if self.is_controller():
                 await self._control()
+            if time.monotonic() - self._last_purge >= PURGE_SECONDS:
+                await self._in_thread(self._purge_notifications)
+                self._last_purge = time.monotonic()
+
+    def _purge_notifications(self) -> None:
+        """Delete the change notifications past their lifetime (controller/config_znodes.py),
+        oldest first, up to the first younger one: a parent's sequence nodes are created in
+        order."""
+        now_ms = self._clock() * 1000
+        for root in config_znodes.NOTIFICATION_ROOTS:
+            for name in sorted(_children(self._zk, root)):
+                path = f"{root}/{name}"
+                stat = self._zk.exists(path)
+                if stat is None:
+                    continue
+                if not config_znodes.expired(stat.ctime, now_ms):
+                    break
+                with contextlib.suppress(NoNodeError):
+                    self._zk.delete(path)
 
     async def _refresh_after_write(self) -> None:
         """After one of our writes: show it at once; a failed read is retried later."""
@@ -1016,6 +1045,13 @@ class ZkMetadata(TopicCache):
                 raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot create {name!r}: {r!r}")
         self._set_config_node(zk_paths.topic_config_path(name), configs)
 
+    def _replace_entity_config(self, entity_path: str, configs: Mapping[str, str]) -> None:
+        def replace(config: dict[str, str]) -> None:
+            config.clear()
+            config.update(configs)
+
+        alter_entity_config(self._zk, entity_path, replace)
+
     def _set_config_node(self, path: str, configs: Mapping[str, str]) -> None:
         data = zk_paths.encode_config(configs)
         try:
@@ -1130,13 +1166,13 @@ class ZkMetadata(TopicCache):
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
         self._existing(name)
         validate_topic_configs(configs)
-        await self._zk_call(self._set_config_node, zk_paths.topic_config_path(name), configs)
+        await self._zk_call(self._replace_entity_config, f"topics/{name}", configs)
         await self._refresh_after_write()
         return self._existing(name)
 
     async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
         validate_dynamic_broker_configs(configs)
-        await self._zk_call(self._set_config_node, zk_paths.broker_config_path(self._me), configs)
+        await self._zk_call(self._replace_entity_config, f"brokers/{self._me}", configs)
         await self._refresh_after_write()
 
     async def alter_client_quotas(self, changes: Sequence[QuotaChange]) -> None:
@@ -1144,35 +1180,23 @@ class ZkMetadata(TopicCache):
         await self._refresh_after_write()
 
     def _write_client_quotas(self, changes: Sequence[QuotaChange]) -> None:
-        current = self._snapshot.client_quotas
-        for key, _ in changes:
-            quotas = quota_store.apply_changes(current, [c for c in changes if c[0] == key])
-            path = f"/config/{quota_store.entity_path(key)}"
-            # A user's node holds its SCRAM credentials too: keep them.
-            others = {k: v for k, v in self._config_node(path).items() if k in SCRAM_MECHANISMS}
-            self._set_config_node(
-                path, {**others, **quota_store.encode_quotas(quotas.get(key, {}))}
-            )
-            self._notify_config_change(quota_store.entity_path(key))
+        for key, ops in changes:
 
-    def _notify_config_change(self, entity_path: str) -> None:
-        # Kafka's brokers learn of the change from this notification (version 2).
-        self._zk.create(
-            quota_store.CHANGE_PREFIX,
-            zk_paths.dump_json({"version": 2, "entity_path": entity_path}),
-            sequence=True,
-            makepath=True,
-        )
+            def alter(config: dict[str, str], ops: Mapping[str, float | None] = ops) -> None:
+                # A user's node holds its SCRAM credentials too: only the quota keys change.
+                for name, value in ops.items():
+                    if value is None:
+                        config.pop(name, None)
+                    else:
+                        config[name] = quota_store.encode_quota(name, value)
 
-    def _config_node(self, path: str) -> dict[str, str]:
-        try:
-            data, _ = self._zk.get(path)
-        except NoNodeError:
-            return {}
-        return zk_paths.decode_config(data)
+            alter_entity_config(self._zk, quota_store.entity_path(key), alter)
+
+    def quota_entity_refusal(self, key: QuotaEntity) -> str | None:
+        return quota_store.zookeeper_problem(key)
 
     async def alter_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
-        await self._zk_call(self._write_scram_credentials, changes)
+        await self._zk_call(write_scram_changes, self._zk, changes)
         await self._refresh_after_write()
 
     async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
@@ -1180,20 +1204,21 @@ class ZkMetadata(TopicCache):
         await self._refresh_after_write()
 
     def _write_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
-        path = client_metrics_store.node_path(name)
-        if configs:
-            self._set_config_node(path, configs)
-        else:
-            with contextlib.suppress(NoNodeError):
-                self._zk.delete(path)
-        self._notify_config_change(client_metrics_store.entity_path(name))
+        def replace(config: dict[str, str]) -> None:
+            config.clear()
+            config.update(configs)
 
-    def _write_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
-        credential_store.write_to_zookeeper(self._zk, changes)
+        alter_entity_config(self._zk, client_metrics_store.entity_path(name), replace)
+
+    def scram_user_refusal(self, user: str) -> str | None:
+        return credential_store.zookeeper_problem(user)
 
     async def alter_acls(self, add: Sequence[AclBinding], remove: Sequence[AclBinding]) -> None:
         await self._zk_call(self._write_acls, add, remove)
         await self._refresh_after_write()
+
+    def acl_refusal(self, acl: AclBinding) -> str | None:
+        return acl_store.zookeeper_problem(acl)
 
     def _write_acls(self, add: Sequence[AclBinding], remove: Sequence[AclBinding]) -> None:
         """Each affected pattern's znode is read, changed and written back conditionally on
@@ -1263,6 +1288,67 @@ def read_consumer_offsets(
     return found
 
 
+def alter_entity_config(
+    zk: KazooClient, entity_path: str, alter: Callable[[dict[str, str]], None]
+) -> None:
+    """Change the config of the entity at `entity_path` (``users/alice``) in place with
+    `alter`, read from and written back to its znode, then announce the change, as
+    Kafka's AdminZkClient does (controller/config_znodes.py): an emptied quota entity's
+    znode is deleted rather than left holding nothing."""
+    path = config_znodes.config_path(entity_path)
+    config = _entity_config(zk, path)
+    alter(config)
+    doomed = (
+        None
+        if config
+        else config_znodes.node_to_delete(
+            entity_path, lambda p: _children(zk, p), lambda p: _entity_config(zk, p)
+        )
+    )
+    if doomed is not None:
+        with contextlib.suppress(NoNodeError):
+            zk.delete(doomed, recursive=True)
+    else:
+        data = zk_paths.encode_config(config)
+        try:
+            zk.set(path, data)
+        except NoNodeError:
+            zk.create(path, data, makepath=True)
+    zk.create(
+        config_znodes.CHANGE_PREFIX,
+        config_znodes.encode_change(entity_path),
+        sequence=True,
+        makepath=True,
+    )
+
+
+def _entity_config(zk: KazooClient, path: str) -> dict[str, str]:
+    try:
+        data, _ = zk.get(path)
+    except NoNodeError:
+        return {}
+    return zk_paths.decode_config(data)
+
+
+def _children(zk: KazooClient, path: str) -> list[str]:
+    try:
+        return list(zk.get_children(path))
+    except NoNodeError:
+        return []
+
+
+def write_scram_changes(zk: KazooClient, changes: Sequence[ScramChange]) -> None:
+    """Apply SCRAM credential changes to the users' znodes, user by user."""
+    for user in dict.fromkeys(user for user, _, _ in changes):
+
+        def alter(config: dict[str, str], user: str = user) -> None:
+            changed = credential_store.changed_config(config, user, changes)
+            config.clear()
+            config.update(changed)
+
+        alter_entity_config(zk, credential_store.entity_path(user), alter)
+
+
 def write_scram_credentials(hosts: str, changes: Sequence[ScramChange], timeout: float) -> None:
     """Write SCRAM credential changes to a cluster's ZooKeeper (blocking), for
     ``kbroker users --zookeeper`` before any broker runs; it lives here so that kazoo is
@@ -1270,7 +1356,7 @@ def write_scram_credentials(hosts: str, changes: Sequence[ScramChange], timeout:
     zk = KazooClient(hosts=hosts, timeout=timeout)
     zk.start(timeout=timeout)
     try:
-        credential_store.write_to_zookeeper(zk, changes)
+        write_scram_changes(zk, changes)
     finally:
         zk.stop()
         zk.close()

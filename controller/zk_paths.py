@@ -22,7 +22,9 @@ Znodes (all payloads UTF-8 JSON unless said otherwise):
   "leader": l, "leader_epoch": e, "isr": [...]}``; changed only by conditional writes on
   the znode version (leader: ISR changes; controller: elections, in a transaction with the
   controller epoch check).
-- ``/config/topics/<topic>``: ``{"version": 1, "config": {"name": "value"}}``.
+- ``/config/topics/<topic>``: ``{"version":1,"config":{"name":"value"}}``, compact as
+  Kafka writes it (controller/config_znodes.py: the other entity configs and the change
+  notifications).
 - ``/config/brokers/<id>``: the same shape, for dynamic broker configs (KIP-226).
 - ``/config/client-metrics/<name>``: the same shape, for client-metrics subscriptions
   (KIP-714; controller/client_metrics_store.py).
@@ -94,6 +96,29 @@ def broker_config_path(broker_id: int) -> str:
 
 def dump_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True).encode("utf-8")
+
+
+# ZooKeeper refuses these characters in a path (its PathUtils.validatePath), and every
+# character outside the Basic Multilingual Plane (a UTF-16 surrogate pair for Java).
+_REFUSED_RANGES = ((0x00, 0x1F), (0x7F, 0x9F), (0xD800, 0xF8FF), (0xFFF0, 0x10FFFF))
+
+
+def znode_name_problem(name: str) -> str | None:
+    """Why ZooKeeper cannot take `name` as one component of a path, or None."""
+    if name in ("", ".", ".."):
+        return f"{name!r} is not a znode name"
+    if "/" in name:
+        return f"{name!r} contains '/'"
+    for index, char in enumerate(name):
+        code = ord(char)
+        if any(low <= code <= high for low, high in _REFUSED_RANGES):
+            return f"{name!r} contains a character ZooKeeper refuses at {index}"
+    return None
+
+
+def kafka_json(obj: Any) -> bytes:
+    """JSON as Kafka's ZooKeeper mode writes it: compact, its fields in the order given."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def _load(data: bytes) -> Any:
@@ -189,7 +214,7 @@ def decode_assignment(data: bytes) -> tuple[uuid.UUID, list[tuple[int, ...]]]:
 
 
 def encode_config(config: Mapping[str, str]) -> bytes:
-    return dump_json({"version": 1, "config": dict(config)})
+    return kafka_json({"version": 1, "config": dict(config)})
 
 
 def decode_config(data: bytes) -> dict[str, str]:

@@ -39,6 +39,8 @@ CLIENT_KEYS = frozenset(
     {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE}
 )
 IP_KEYS = frozenset({CONNECTION_CREATION_RATE})
+# Kafka's quota configs of type LONG or INT: whole numbers only; the others are DOUBLE.
+WHOLE_NUMBER_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONNECTION_CREATION_RATE})
 
 # An entity: sorted (type, name) pairs; a name of None is that type's default entity.
 QuotaEntity = tuple[tuple[str, str | None], ...]

@@ -67,13 +67,17 @@ async def _delete(args: argparse.Namespace, client: KafkaClient) -> int:
 
 def _in_zookeeper(args: argparse.Namespace) -> int:
     """add/delete with --zookeeper: write the user's znode directly."""
-    from controller.credential_store import ScramChange
+    from controller.credential_store import ScramChange, zookeeper_problem
     from controller.zk_backend import write_scram_credentials
 
     try:
         mechanisms = check_mechanisms(args.mechanism or DEFAULT_MECHANISMS)
     except OpsError as exc:
         print(f"kbroker: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    problem = zookeeper_problem(args.user)
+    if problem is not None:
+        print(f"kbroker: error: {problem}", file=sys.stderr)
         return EXIT_FAILED
     changes: list[ScramChange] = [
         (

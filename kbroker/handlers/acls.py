@@ -4,7 +4,8 @@ every version.
 Without an authorizer (``authorizer.class.name`` empty) Kafka answers SECURITY_DISABLED.
 With one, creating and deleting need ALTER on the cluster and describing needs DESCRIBE
 (else CLUSTER_AUTHORIZATION_FAILED). Each creation and each delete filter is validated on
-its own (INVALID_REQUEST, as Kafka's controller checks them); describe and delete filters
+its own (INVALID_REQUEST, as Kafka's controller checks them; in ZooKeeper a resource name
+must also be a valid znode name, as Kafka's AclAuthorizer requires); describe and delete filters
 select ACLs as kbroker.security.acls.AclBindingFilter says. Version 0 has no pattern type
 field: it decodes as LITERAL, which is what Kafka makes of a v0 request. ACLs live in the
 metadata backend (controller/acl_store.py).
@@ -99,7 +100,7 @@ async def handle_create_acls(
     valid: list[AclBinding] = []
     for creation in request.creations:
         binding = _binding(creation)
-        problem = binding.problem()
+        problem = binding.problem() or broker.metadata.acl_refusal(binding)
         if problem is not None:
             results.append(
                 create_out.AclCreationResult(

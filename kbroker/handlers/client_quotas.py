@@ -5,7 +5,9 @@ type's default entity. Describe filters by components: match type 0 names the en
 exactly, 1 matches the default entity, 2 any entity of that type that is not the
 default; ``strict`` keeps only entities with exactly the filtered types. Alter validates
 each entry on its own (INVALID_REQUEST for unknown or repeated entity types, keys that do
-not apply to the entity, values that are not positive), then applies the valid ones
+not apply to the entity, values that are not positive, names the metadata backend cannot
+store: ``.`` or ``..`` in ZooKeeper, where Kafka fails with UNKNOWN_SERVER_ERROR), then
+applies the valid ones
 unless ``validate_only``. Quotas live in the metadata backend (controller/quota_store.py).
 Describing needs DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS (else
 CLUSTER_AUTHORIZATION_FAILED), as in Kafka.
@@ -19,14 +21,7 @@ from typing import TYPE_CHECKING
 
 from controller.quota_store import QuotaChange
 from kbroker.authorization import authorize
-from kbroker.quotas import (
-    CONNECTION_CREATION_RATE,
-    CONSUMER_BYTE_RATE,
-    ENTITY_TYPES,
-    PRODUCER_BYTE_RATE,
-    QuotaEntity,
-    valid_keys,
-)
+from kbroker.quotas import ENTITY_TYPES, WHOLE_NUMBER_KEYS, QuotaEntity, valid_keys
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import alter_client_quotas_response as alter_out
@@ -41,8 +36,6 @@ if TYPE_CHECKING:
 MATCH_EXACT = 0
 MATCH_DEFAULT = 1
 MATCH_SPECIFIED = 2
-# Kafka stores these as longs: whole numbers only.
-WHOLE_NUMBER_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONNECTION_CREATION_RATE})
 
 
 def _invalid(message: str) -> KafkaError:
@@ -106,7 +99,7 @@ def _matches(key: QuotaEntity, wanted: dict[str, tuple[int, str | None]], strict
     return True
 
 
-def _change(entry: EntryData) -> QuotaChange:
+def _change(broker: Broker, entry: EntryData) -> QuotaChange:
     """The entry as a change, or KafkaError(INVALID_REQUEST)."""
     names: dict[str, str | None] = {}
     for part in entry.entity:
@@ -118,6 +111,9 @@ def _change(entry: EntryData) -> QuotaChange:
     allowed = valid_keys(key)
     if not allowed:
         raise _invalid(f"Invalid quota entity {sorted(names)}")
+    refusal = broker.metadata.quota_entity_refusal(key)
+    if refusal is not None:
+        raise _invalid(refusal)
     ops: dict[str, float | None] = {}
     for op in entry.ops:
         if op.key not in allowed:
@@ -149,7 +145,7 @@ async def handle_alter_client_quotas(
         try:
             if not allowed:
                 raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
-            changes.append(_change(entry))
+            changes.append(_change(broker, entry))
         except KafkaError as exc:
             results.append(
                 alter_out.EntryData(error_code=exc.code, error_message=exc.message, entity=entity)

@@ -3,8 +3,9 @@
 An upsertion carries the salted password (RFC 5802's Hi(password, salt, i)), never the
 password; the broker derives the stored and server keys and keeps those (the metadata
 backend: ZooKeeper's /config/users/<user>, or the embedded store). Each user is judged on
-its own, with Kafka's errors: an empty name or an unacceptable salt, salted password or
-iteration count (4096..16384) is UNACCEPTABLE_CREDENTIAL, an unknown mechanism
+its own, with Kafka's errors: an empty name (or one ZooKeeper cannot store, ``.`` or
+``..``, where Kafka fails with UNKNOWN_SERVER_ERROR) or an unacceptable salt, salted
+password or iteration count (4096..16384) is UNACCEPTABLE_CREDENTIAL, an unknown mechanism
 UNSUPPORTED_SASL_MECHANISM, a user named twice in one request DUPLICATE_RESOURCE, and
 deleting or describing a credential that does not exist RESOURCE_NOT_FOUND.
 
@@ -67,10 +68,13 @@ def _failure(
     )
 
 
-def _name_problem(user: str, mechanism: str | None) -> tuple[ErrorCode, str] | None:
+def _name_problem(broker: Broker, user: str, mechanism: str | None) -> tuple[ErrorCode, str] | None:
     """What is wrong with an entry's user name or mechanism, if anything."""
     if not user:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    refusal = broker.metadata.scram_user_refusal(user)
+    if refusal is not None:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, refusal
     if mechanism is None:
         return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
     return None
@@ -102,7 +106,7 @@ async def handle_alter_user_scram_credentials(
     changes: list[ScramChange] = []
     for deletion in request.deletions:
         mechanism = MECHANISM_NAMES.get(deletion.mechanism)
-        problem = _name_problem(deletion.name, mechanism)
+        problem = _name_problem(broker, deletion.name, mechanism)
         if problem is not None:
             fail(deletion.name, *problem)
         elif mechanism not in current.get(deletion.name, {}):
@@ -115,7 +119,7 @@ async def handle_alter_user_scram_credentials(
             changes.append((deletion.name, mechanism, None))
     for upsertion in request.upsertions:
         mechanism = MECHANISM_NAMES.get(upsertion.mechanism)
-        problem = _name_problem(upsertion.name, mechanism)
+        problem = _name_problem(broker, upsertion.name, mechanism)
         if problem is not None:
             fail(upsertion.name, *problem)
         elif upsertion.iterations < MIN_ITERATIONS:

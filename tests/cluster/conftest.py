@@ -5,6 +5,7 @@ running when they finish, and each test starts once every broker is registered a
 broker that was paused past its session timeout needs a moment to re-register).
 KBROKER_CLUSTER_DIR, when set, keeps the clusters' directories (logs included) there.
 The directory is put on sys.path so the tests import local_cluster and helpers directly.
+``kafka_tools`` runs Apache Kafka 3.9's own tools (compat_tests/kafka_tools.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if HERE not in sys.path:
 
 from local_cluster import LocalCluster  # noqa: E402
 
+from compat_tests.kafka_tools import KafkaTools  # noqa: E402
 from compat_tests.support import require  # noqa: E402
 from compat_tests.zookeeper_process import java_available  # noqa: E402
 
@@ -50,3 +52,9 @@ def module_cluster(
 def cluster(module_cluster: LocalCluster) -> LocalCluster:
     module_cluster.wait_registered()
     return module_cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_tools(tmp_path_factory: pytest.TempPathFactory) -> KafkaTools:
+    """Kafka 3.9's kafka-acls.sh and kafka-configs.sh, the launcher compiled once."""
+    return KafkaTools(tmp_path_factory.mktemp("kafka-tools"))

@@ -1,16 +1,16 @@
-"""ACLs in a three-broker ZooKeeper cluster (issue 12, item 4): created through one broker,
-they apply on the other two within a second, read from Kafka's znodes."""
+"""ACLs in a three-broker ZooKeeper cluster (issue 12, item 4): seeded with Kafka 3.9's
+kafka-acls.sh, then created through one broker, they apply on the other two within a
+second, read from Kafka's znodes."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 
-from kazoo.client import KazooClient
 from local_cluster import LocalCluster
 
+from compat_tests.kafka_tools import KafkaTools
 from compat_tests.support import require
 from compat_tests.zookeeper_process import java_available
 from tests.server.conftest import RawClient
@@ -19,16 +19,10 @@ from wire.messages.create_acls_request import AclCreation, CreateAclsRequest
 from wire.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from wire.messages.metadata_request import MetadataRequest
 
-# What kafka-acls.sh --authorizer-properties zookeeper.connect=... would write before the
-# brokers start: the brokers (User:ANONYMOUS over PLAINTEXT) may replicate, create topics
-# and manage ACLs; nobody may describe topics yet.
-SEED = {
-    "version": 1,
-    "acls": [
-        {"principal": "User:ANONYMOUS", "permissionType": "Allow", "operation": op, "host": "*"}
-        for op in ("ClusterAction", "Create", "Alter")
-    ],
-}
+# Before the brokers start, as an operator would: the brokers (User:ANONYMOUS over
+# PLAINTEXT) may replicate, create topics and manage ACLs; nobody may describe topics yet.
+SEED = ("--add", "--allow-principal", "User:ANONYMOUS", "--operation", "ClusterAction",
+        "--operation", "Create", "--operation", "Alter", "--cluster")  # fmt: skip
 
 
 async def _topics(port: int) -> set[str]:
@@ -75,18 +69,23 @@ async def _add_describe_everything(port: int) -> None:
         await client.close()
 
 
-def test_acls_created_on_one_broker_apply_on_the_others(tmp_path: Path) -> None:
+def test_acls_created_on_one_broker_apply_on_the_others(
+    tmp_path: Path, kafka_tools: KafkaTools
+) -> None:
     require(java_available(), "ZooKeeper (Debian package) and java are needed")
     cluster = LocalCluster(
         tmp_path, overrides={"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
     )
     try:
         cluster.zookeeper.start()
-        zk = KazooClient(hosts=cluster.zookeeper.connect)
-        zk.start()
-        zk.create("/kafka-acl/Cluster/kafka-cluster", json.dumps(SEED).encode(), makepath=True)
-        zk.stop()
-        zk.close()
+        kafka_tools.check(
+            (
+                "kafka-acls.sh",
+                "--authorizer-properties",
+                f"zookeeper.connect={cluster.zookeeper.connect}",
+                *SEED,
+            )
+        )
         for broker in cluster.brokers.values():
             broker.start(timeout=60)
         cluster.wait_registered()

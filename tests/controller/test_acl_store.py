@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -46,17 +47,11 @@ def test_paths_are_kafkas() -> None:
 
 def test_znode_json_round_trips_in_kafkas_format() -> None:
     data = acl_store.encode_acls([PREFIXED])
-    assert json.loads(data) == {
-        "version": 1,
-        "acls": [
-            {
-                "principal": "User:*",
-                "permissionType": "Deny",
-                "operation": "DescribeConfigs",
-                "host": "10.0.0.1",
-            }
-        ],
-    }
+    # Byte for byte what Kafka 3.9's kafka-acls.sh writes (tests/cluster/test_kafka_tools.py).
+    assert data == (
+        b'{"acls":[{"principal":"User:*","permissionType":"Deny","host":"10.0.0.1",'
+        b'"operation":"DescribeConfigs"}],"version":1}'
+    )
     assert acl_store.decode_acls(data, acl_store.pattern_of(PREFIXED)) == {PREFIXED}
     # Upper-case names (older tools) are read too; an unknown operation is left out.
     written = {
@@ -82,11 +77,28 @@ def test_change_notifications() -> None:
     )
     path, data = acl_store.change_notification(acl_store.pattern_of(PREFIXED))
     assert path == "/kafka-acl-extended-changes/acl_changes_"
-    assert json.loads(data) == {
-        "version": 1,
-        "resourceType": "TRANSACTIONAL_ID",
-        "name": "app-",
-        "patternType": "PREFIXED",
+    assert data == (
+        b'{"version":1,"resourceType":"TRANSACTIONAL_ID","name":"app-","patternType":"PREFIXED"}'
+    )
+
+
+def test_names_zookeeper_cannot_store_are_refused() -> None:
+    """Kafka's AclAuthorizer refuses a name with '/' and ZooKeeper refuses relative or
+    control-character names; anything else, wildcards and spaces included, is a znode."""
+    for name in ("a/b", "..", ".", "x\x01y", "x\U0001f600"):
+        problem = acl_store.zookeeper_problem(dataclasses.replace(READ, name=name))
+        assert problem is not None and problem.startswith("Invalid resource name for ZooKeeper")
+    for name in ("*", "a b", "g%20h", "caf\u00e9", "...", ".a"):
+        assert acl_store.zookeeper_problem(dataclasses.replace(READ, name=name)) is None
+
+
+def test_every_resource_type_has_its_znode_under_both_roots() -> None:
+    types = ("Topic", "Group", "Cluster", "TransactionalId", "DelegationToken", "User")
+    assert set(acl_store.PATHS) == {
+        *(f"/kafka-acl/{t}" for t in types),
+        *(f"/kafka-acl-extended/prefixed/{t}" for t in types),
+        "/kafka-acl-changes",
+        "/kafka-acl-extended-changes",
     }
 
 
