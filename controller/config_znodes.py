@@ -9,10 +9,9 @@
 - each change is followed by a sequential ``/config/changes/config_change_<seq>`` znode
   ``{"version":2,"entity_path":"users/alice"}``, which Kafka's brokers watch.
 - a quota entity (users, clients, ips) or a client-metrics subscription left without config
-  and without children loses its
-  znode. So do the parents that held only it: ``users/<user>/clients`` when that client
-  id was its only child, and then ``users/<user>`` too when it has no config of its own
-  and no other child.
+  and without children loses its znode. So do the parents that held only it:
+  ``users/<user>/clients`` when that client id was its only child, and then
+  ``users/<user>`` too when it has no config of its own and no other child.
 - change notifications, these and the ACL ones (controller/acl_store.py), are deleted 15
   minutes after their creation by every broker, as Kafka's brokers purge them
   (ZkNodeChangeNotificationListener), so that the sequence nodes do not pile up.
