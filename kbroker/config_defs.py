@@ -261,6 +261,8 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     # KIP-1066: directories that take no new partitions ("*": all of them).
     ConfigDef("cordoned.log.dirs", LIST, ""),
     ConfigDef("num.partitions", INT, "1", min=1),
+    # KIP-966: the most partitions one DescribeTopicPartitions answer holds.
+    ConfigDef("max.request.partition.size.limit", INT, "2000", min=1),
     ConfigDef("default.replication.factor", INT, "1", min=1),
     ConfigDef("num.recovery.threads.per.data.dir", INT, "1", min=1),
     ConfigDef("auto.create.topics.enable", BOOL, "true"),

@@ -24,6 +24,7 @@ from kbroker.handlers import (
     configs,
     delete_records,
     describe_producers,
+    describe_topic_partitions,
     elect_leaders,
     fetch,
     groups,
@@ -74,6 +75,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     ApiKey.DESCRIBE_LOG_DIRS: cluster.handle_describe_log_dirs,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions.handle_describe_topic_partitions,
 }
 
 # Consumer groups and committed offsets (kbroker/group).

@@ -41,6 +41,8 @@ from wire.messages.describe_configs_request import DescribeConfigsRequest, Descr
 from wire.messages.describe_groups_request import DescribeGroupsRequest
 from wire.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from wire.messages.describe_producers_request import DescribeProducersRequest, TopicRequest
+from wire.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
+from wire.messages.describe_topic_partitions_request import TopicRequest as DtpTopic
 from wire.messages.describe_transactions_request import DescribeTransactionsRequest
 from wire.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions
 from wire.messages.end_txn_request import EndTxnRequest
@@ -161,6 +163,26 @@ async def test_metadata_shows_describable_topics_only(secured: tuple[Broker, Raw
     assert with_ops == {"a": (0, (1 << Op.READ) | (1 << Op.DESCRIBE))}
     # The broker reuses its answer for a topic: the operations stay out of the next one.
     assert await _metadata(client, ["a"]) == {"a": (0, not_requested)}
+
+
+async def test_describe_topic_partitions_shows_describable_topics_only(
+    secured: tuple[Broker, RawClient],
+) -> None:
+    broker, client = secured
+    await broker.metadata.alter_acls([allow(ResourceType.TOPIC, "a", Op.READ)], [])
+
+    async def describe(names: list[str]) -> dict[str, tuple[int, int]]:
+        request = DescribeTopicPartitionsRequest(topics=[DtpTopic(name=n) for n in names])
+        response = await client.call(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, request)
+        return {t.name: (t.error_code, t.topic_authorized_operations) for t in response.topics}
+
+    readable = (1 << Op.READ) | (1 << Op.DESCRIBE)
+    assert await describe([]) == {"a": (0, readable)}
+    assert await describe(["a", "b", "nosuch"]) == {
+        "a": (0, readable),
+        "b": (DENIED, -(2**31)),
+        "nosuch": (DENIED, -(2**31)),
+    }
 
 
 async def test_cluster_authorized_operations(secured: tuple[Broker, RawClient]) -> None:
