@@ -24,6 +24,7 @@ from kbroker.cli import (
     client_metrics,
     cluster,
     console,
+    features,
     groups,
     quotas,
     topics,
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         transactions,
         users,
         client_metrics,
+        features,
     ):
         commands.register(sub)
     return parser
