@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from kbroker.config import ConfigEntry, ConfigSynonym
 from kbroker.config_defs import ConfigSource, ConfigType
+from kbroker.regex import InvalidRegex, Regex
 from wire.errors import ErrorCode, KafkaError
 
 METRICS = "metrics"
@@ -65,12 +66,12 @@ class Subscription:
     name: str
     metrics: tuple[str, ...]
     interval_ms: int
-    patterns: tuple[tuple[str, re.Pattern[str]], ...]
+    patterns: tuple[tuple[str, Regex], ...]
 
     def matches(self, attributes: Mapping[str, str | None]) -> bool:
         for selector, pattern in self.patterns:
             value = attributes.get(selector)
-            if value is None or pattern.fullmatch(value) is None:
+            if value is None or not pattern.matches(value):
                 return False
         return True
 
@@ -130,10 +131,12 @@ def _items(name: str, value: str) -> list[str]:
     return items
 
 
-def parse_patterns(items: list[str]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+def parse_patterns(items: list[str]) -> tuple[tuple[str, Regex], ...]:
     """``selector=regex`` items as (selector, compiled regex); a later item for the same
-    selector replaces an earlier one, as in Kafka."""
-    patterns: dict[str, re.Pattern[str]] = {}
+    selector replaces an earlier one, as in Kafka. The patterns are matched against what
+    clients send, so they run on RE2 (kbroker/regex.py: linear time), as newer Kafka does;
+    its syntax is Java's for the patterns one writes for client ids and versions."""
+    patterns: dict[str, Regex] = {}
     for item in items:
         parts = item.split("=")
         # Java's String.split drops trailing empty strings: "client_id=" is one part.
@@ -143,8 +146,8 @@ def parse_patterns(items: list[str]) -> tuple[tuple[str, re.Pattern[str]], ...]:
         if len(parts) != 2 or selector not in SELECTORS:
             raise _illegal_pattern(item)
         try:
-            patterns[selector] = re.compile(parts[1].strip())
-        except re.error as exc:
+            patterns[selector] = Regex(parts[1].strip())
+        except InvalidRegex as exc:
             raise _illegal_pattern(item) from exc
     return tuple(patterns.items())
 

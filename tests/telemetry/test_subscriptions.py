@@ -91,6 +91,18 @@ def test_a_subscription_matches_when_every_pattern_matches_the_whole_attribute()
     assert everyone.interval_ms == 300_000
 
 
+def test_patterns_run_on_re2() -> None:
+    # Matched against what clients send: linear time, so backtracking patterns are refused
+    # (lookaround, backreferences) and a nested repetition on a long id returns at once.
+    with pytest.raises(KafkaError) as info:
+        sub.parse_subscription("s", {"match": "client_id=(?=app).*"})
+    assert info.value.code == ErrorCode.INVALID_CONFIG
+    nested = sub.parse_subscription("s", {"match": "client_id=(a+)+$"})
+    assert not nested.matches({"client_id": "a" * 5000 + "b"})
+    posix = sub.parse_subscription("s", {"match": "client_id=[[:alpha:]]+"})
+    assert posix.matches({"client_id": "app"})
+
+
 def test_describe_shows_defaults_and_settings_with_their_sources() -> None:
     entries = {e.name: e for e in sub.describe({"interval.ms": "1000"})}
     assert list(entries) == ["interval.ms", "match", "metrics"]
