@@ -346,12 +346,23 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.min.session.timeout.ms", INT, "6000", min=0),
     ConfigDef("group.max.session.timeout.ms", INT, "1800000", min=0),
     ConfigDef("group.max.size", INT, str(INT32_MAX), min=1),
+    # The group protocols served: classic, and the consumer group protocol (KIP-848).
+    # Kafka's "streams" (KIP-1071) is accepted and not served.
     ConfigDef(
-        "group.coordinator.rebalance.protocols", LIST, "classic", choices=("classic", "consumer")
+        "group.coordinator.rebalance.protocols",
+        LIST,
+        "classic,consumer",
+        choices=("classic", "consumer", "streams"),
     ),
     ConfigDef("group.consumer.session.timeout.ms", INT, "45000", min=1),
+    ConfigDef("group.consumer.min.session.timeout.ms", INT, "45000", min=1),
+    ConfigDef("group.consumer.max.session.timeout.ms", INT, "60000", min=1),
     ConfigDef("group.consumer.heartbeat.interval.ms", INT, "5000", min=1),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", INT, "5000", min=1),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", INT, "15000", min=1),
     ConfigDef("group.consumer.max.size", INT, str(INT32_MAX), min=1),
+    # Server-side assignors, by name or by Kafka's class name; the first is the default.
+    ConfigDef("group.consumer.assignors", LIST, "uniform,range"),
     # Offsets topic.
     ConfigDef("offsets.topic.replication.factor", SHORT, "3", min=1),
     ConfigDef("offsets.topic.num.partitions", INT, "50", min=1),
@@ -426,10 +437,6 @@ NO_EFFECT_YET: frozenset[str] = frozenset(
         "fetch.purgatory.purge.interval.requests",
         "producer.purgatory.purge.interval.requests",
         "delete.records.purgatory.purge.interval.requests",
-        "group.coordinator.rebalance.protocols",
-        "group.consumer.session.timeout.ms",
-        "group.consumer.heartbeat.interval.ms",
-        "group.consumer.max.size",
         "offsets.topic.compression.codec",
         "offsets.load.buffer.size",
         "offsets.commit.required.acks",

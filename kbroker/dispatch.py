@@ -22,6 +22,7 @@ from kbroker.handlers import (
     client_quotas,
     cluster,
     configs,
+    consumer_groups,
     delete_records,
     describe_producers,
     describe_topic_partitions,
@@ -92,8 +93,15 @@ HANDLERS.update(
         ApiKey.OFFSET_COMMIT: offsets.handle_offset_commit,
         ApiKey.OFFSET_FETCH: offsets.handle_offset_fetch,
         ApiKey.OFFSET_DELETE: offsets.handle_offset_delete,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.handle_consumer_group_heartbeat,
+        ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.handle_consumer_group_describe,
     }
 )
+# Served only when group.coordinator.rebalance.protocols lists their protocol (KIP-848): a
+# client offered the API expects the protocol to work.
+PROTOCOL_APIS = {
+    "consumer": (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE),
+}
 
 
 # Transactions: the partition side (markers written by the transaction coordinator, the
@@ -172,13 +180,21 @@ def served_versions(api_key: int) -> range:
 class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
+        enabled = set(broker.config.get("group.coordinator.rebalance.protocols"))
+        self._handlers = {
+            key: handler
+            for key, handler in HANDLERS.items()
+            if not any(
+                key in apis for protocol, apis in PROTOCOL_APIS.items() if protocol not in enabled
+            )
+        }
         self._versions = [
             ApiVersion(
                 api_key=key,
                 min_version=served_versions(key).start,
                 max_version=served_versions(key).stop - 1,
             )
-            for key in sorted(HANDLERS)
+            for key in sorted(self._handlers)
         ]
         self.metrics = RequestMetrics(self._topic_name)
 
@@ -186,7 +202,7 @@ class Dispatcher:
         return self._versions
 
     async def handle(self, header: RequestHeader, request: object) -> object | None:
-        handler = HANDLERS.get(header.request_api_key)
+        handler = self._handlers.get(header.request_api_key)
         if handler is None:
             raise CloseConnection(f"{ApiKey(header.request_api_key).name} is not supported")
         if header.request_api_version > SERVED_MAX.get(header.request_api_key, 32767):

@@ -18,7 +18,11 @@ _OPTIONS.log_errors = False
 
 
 class InvalidRegex(ValueError):
-    """A pattern RE2 does not accept."""
+    """A pattern RE2 does not accept; ``reason`` says why, in RE2's words."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class Regex:
@@ -30,7 +34,12 @@ class Regex:
         try:
             self._compiled = re2.compile(pattern, _OPTIONS)
         except re2.error as exc:
-            raise InvalidRegex(f"invalid regular expression {pattern!r}: {exc}") from None
+            reason = (
+                exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            )
+            raise InvalidRegex(
+                f"invalid regular expression {pattern!r}: {reason}", reason
+            ) from None
         self.pattern = pattern
 
     def matches(self, name: str) -> bool:

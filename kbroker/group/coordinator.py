@@ -31,20 +31,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from controller.interface import BrokerInfo
+from kbroker.config import ConfigError
+from kbroker.group.assignors import ASSIGNORS
+from kbroker.group.consumer_heartbeat import ConsumerGroupDescription
 from kbroker.group.events import (
+    ConsumerHeartbeat,
     Effect,
     GroupConfig,
     GroupDescription,
     GroupListing,
+    HeartbeatResult,
     JoinRequest,
     JoinResult,
     Record,
     Reply,
+    StoreRecords,
     SyncRequest,
     SyncResult,
     TopicPartition,
@@ -60,6 +66,7 @@ from kbroker.group.offsets_store import (
     partition_for,
 )
 from kbroker.group.state_machine import GroupStateMachine
+from kbroker.group.topics_view import MetadataTopics
 from kbroker.state_topic import (
     KeyValue,
     PendingWrite,
@@ -136,6 +143,24 @@ class _PendingCommit:
     dropped: set[TopicPartition] = field(default_factory=set)
 
 
+# group.consumer.assignors takes Kafka's class names too.
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def _assignor_names(listed: list[str]) -> tuple[str, ...]:
+    names = tuple(_ASSIGNOR_CLASSES.get(name, name) for name in listed)
+    unknown = [n for n in names if n not in ASSIGNORS]
+    if unknown or not names:
+        raise ConfigError(
+            f"Invalid value {','.join(listed)} for configuration group.consumer.assignors: "
+            f"the assignors are {', '.join(sorted(ASSIGNORS))}"
+        )
+    return names
+
+
 def group_config(broker: Broker) -> GroupConfig:
     """The pure core's settings, from the broker's configuration."""
     config = broker.config
@@ -146,6 +171,10 @@ def group_config(broker: Broker) -> GroupConfig:
         max_size=config.get("group.max.size"),
         offset_metadata_max_bytes=config.get("offset.metadata.max.bytes"),
         offsets_retention_ms=config.get("offsets.retention.minutes") * 60_000,
+        consumer_session_timeout_ms=config.get("group.consumer.session.timeout.ms"),
+        consumer_heartbeat_interval_ms=config.get("group.consumer.heartbeat.interval.ms"),
+        consumer_max_size=config.get("group.consumer.max.size"),
+        consumer_assignors=_assignor_names(config.get("group.consumer.assignors")),
     )
 
 
@@ -172,7 +201,8 @@ class GroupCoordinator:
             lambda: int(broker.clock() * 1000),
             config.offsets_topic_num_partitions,
         )
-        self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
+        self.topics = MetadataTopics(broker.metadata)
+        self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult | HeartbeatResult]] = {}
         self._next_token = 0
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -258,12 +288,17 @@ class GroupCoordinator:
                 if waiter is not None and not waiter.done():
                     waiter.set_result(effect.result)
                 continue
-            write = self._start_write(effect.group_id, [(GroupKey(effect.group_id), effect.value)])
-            if isinstance(write, ErrorCode):
-                error = _reported(write, _GROUP_STORE_ERRORS)
-                pending[0:0] = self.core.group_stored(effect.store_id, error)
+            if isinstance(effect, StoreRecords):
+                records = list(effect.records)
+                stored = self.core.records_stored
             else:
-                self._spawn(self._finish_store(effect.store_id, write))
+                records = [(GroupKey(effect.group_id), effect.value)]
+                stored = self.core.group_stored
+            write = self._start_write(effect.group_id, records)
+            if isinstance(write, ErrorCode):
+                pending[0:0] = stored(effect.store_id, _reported(write, _GROUP_STORE_ERRORS))
+            else:
+                self._spawn(self._finish_store(effect.store_id, write, stored))
         self._wake.set()
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
@@ -271,9 +306,14 @@ class GroupCoordinator:
         self._store_tasks.add(task)
         task.add_done_callback(self._store_tasks.discard)
 
-    async def _finish_store(self, store_id: int, write: PendingWrite) -> None:
+    async def _finish_store(
+        self,
+        store_id: int,
+        write: PendingWrite,
+        stored: Callable[[int, ErrorCode], list[Effect]],
+    ) -> None:
         error = _reported(await self.state.finish_write(write), _GROUP_STORE_ERRORS)
-        self._perform(self.core.group_stored(store_id, error))
+        self._perform(stored(store_id, error))
 
     def _index(self, group_id: str) -> int:
         return partition_for(group_id, self.core.num_offsets_partitions)
@@ -322,8 +362,10 @@ class GroupCoordinator:
 
     async def _wait(
         self, token: int, effects: list[Effect], timeout_ms: int
-    ) -> JoinResult | SyncResult:
-        future: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
+    ) -> JoinResult | SyncResult | HeartbeatResult:
+        future: asyncio.Future[JoinResult | SyncResult | HeartbeatResult] = (
+            asyncio.get_running_loop().create_future()
+        )
         self._waiters[token] = future
         self._perform(effects)
         try:
@@ -385,6 +427,18 @@ class GroupCoordinator:
         result = await self._wait(token, self.core.sync(token, req), bound)
         assert isinstance(result, SyncResult)
         return result
+
+    async def consumer_heartbeat(self, req: ConsumerHeartbeat) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat (KIP-848): answered once the group's records are stored."""
+        token = self._token()
+        effects = self.core.consumer_heartbeat(token, req, self.topics)
+        bound = self._broker.config.get("offsets.commit.timeout.ms")
+        result = await self._wait(token, effects, bound)
+        assert isinstance(result, HeartbeatResult)
+        return result
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        return self.core.describe_consumer_group(group_id)
 
     def heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
@@ -529,10 +583,17 @@ class GroupCoordinator:
         self.core.complete_txn(producer_id, partition, commit)
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None
+        self,
+        group_id: str,
+        partitions: list[TopicPartition] | None,
+        member: tuple[str | None, int] = (None, -1),
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetValue | None]]:
+        """``member``: the (member id, member epoch) of an OffsetFetch v9+ (KIP-848)."""
         error = self.core.coordinator_error(group_id)
         if error is not None:
+            return error, {}
+        error = self.core.validate_fetch(group_id, *member)
+        if error != ErrorCode.NONE:
             return error, {}
         return ErrorCode.NONE, self.core.committed(group_id, partitions)
 

@@ -5,9 +5,11 @@ values, no IO)."""
 from __future__ import annotations
 
 import enum
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kbroker.group.offsets_store import GroupKey, GroupValue, OffsetKey, OffsetValue
+from kbroker.group.offsets_store import GroupValue, Key, Value
 from wire.errors import ErrorCode
 
 Protocols = tuple[tuple[str, bytes], ...]
@@ -20,6 +22,10 @@ class GroupState(enum.Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
+    # A consumer group of KIP-848's protocol: a new target assignment is due, or members
+    # are still reconciling to it.
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
 
 
 # The states a rebalance may start from (Kafka's valid previous states of PreparingRebalance).
@@ -36,6 +42,12 @@ class GroupConfig:
     new_member_join_timeout_ms: int = 300_000
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3_600_000
+    # The consumer group protocol (KIP-848): group.consumer.* (a group may override the
+    # session timeout and heartbeat interval, see ``ConsumerGroupSettings``).
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +107,7 @@ class SyncResult:
 @dataclass(frozen=True, slots=True)
 class Reply:
     token: int
-    result: JoinResult | SyncResult
+    result: JoinResult | SyncResult | HeartbeatResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +120,50 @@ class StoreGroup:
     value: GroupValue
 
 
-Effect = Reply | StoreGroup
-Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeat:
+    """A ConsumerGroupHeartbeat (KIP-848). ``None`` fields were not sent (unchanged since the
+    last heartbeat); ``owned`` is what the member reports owning (topic id -> partitions)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: tuple[str, ...] | None
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    owned: Mapping[uuid.UUID, frozenset[int]] | None
+    client_id: str
+    client_host: str
+    # v1+: the client chooses its member id (KIP-1082); v0: the coordinator does on join.
+    client_member_id: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    # Sent only when the member must learn it (a full request, or a change).
+    assignment: Mapping[uuid.UUID, frozenset[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreRecords:
+    """Persist ``records`` of ``group_id`` (acks=all), then call
+    ``records_stored(store_id, error)``."""
+
+    store_id: int
+    group_id: str
+    records: tuple[Record, ...]
+
+
+Record = tuple[Key, Value | None]
+Effect = Reply | StoreGroup | StoreRecords
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,3 +190,5 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: GroupState
+    # "classic", or "consumer" for the consumer group protocol (KIP-848).
+    group_type: str = "classic"

@@ -8,6 +8,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kbroker.group.consumer_group import ConsumerGroupData
 from kbroker.group.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
 from kbroker.group.consumer_protocol import subscribed_topics
 from kbroker.group.events import Effect, GroupState, Protocols, TopicPartition
@@ -69,6 +70,8 @@ class Group:
     # TxnOffsetCommit offsets by producer id, waiting for their transaction's marker.
     pending_txn_offsets: dict[int, dict[TopicPartition, OffsetValue]] = field(default_factory=dict)
     scheduled_ms: int | None = None
+    # Set for a group of the consumer group protocol (KIP-848), whose members are there.
+    consumer: ConsumerGroupData | None = None
 
     def transition(self, state: GroupState, now: int) -> None:
         self.state = state
@@ -82,6 +85,9 @@ class Group:
 
     def next_deadline(self) -> int | None:
         candidates = [d for d in self.pending_members.values()]
+        if self.consumer is not None:
+            candidates.extend(self.consumer.session_deadlines.values())
+            candidates.extend(self.consumer.revocation_deadlines.values())
         candidates.extend(
             d for d in (m.expiry_ms() for m in self.members.values()) if d is not None
         )
@@ -99,6 +105,8 @@ class Group:
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members of a consumer group subscribe to; None if unknown."""
+        if self.consumer is not None:
+            return set(self.consumer.subscribed_topic_names())
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
             return None
         topics: set[str] = set()

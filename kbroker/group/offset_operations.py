@@ -24,6 +24,9 @@ from kbroker.group.model import Group
 from kbroker.group.offsets_store import NO_TIMESTAMP, GroupKey, OffsetKey, OffsetValue
 from wire.errors import ErrorCode
 
+# OffsetCommit v9 is the first a member of a consumer group (KIP-848) may use.
+FIRST_MEMBER_EPOCH_COMMIT_VERSION = 9
+
 
 class GroupOffsets:
     """The offsets half of the group state machine."""
@@ -39,6 +42,8 @@ class GroupOffsets:
         def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
 
         def _schedule(self, group: Group) -> None: ...
+
+        def consumer_group_records(self, group: Group) -> list[Record]: ...
 
     # --- offsets --------------------------------------------------------------------------
 
@@ -65,6 +70,8 @@ class GroupOffsets:
                 return ErrorCode.NONE
             # OffsetCommit v9 introduced GROUP_ID_NOT_FOUND here; older clients expect this.
             return ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
+        if group.consumer is not None:
+            return _consumer_member_check(group, member_id, generation_id, version)
         if generation_id < 0 and group.state is GroupState.EMPTY:
             return ErrorCode.NONE
         member = group.members.get(member_id)
@@ -103,6 +110,8 @@ class GroupOffsets:
         if group is None:
             self._groups[group_id] = Group(group_id, GroupState.EMPTY, self._clock())
             return ErrorCode.NONE
+        if group.consumer is not None:
+            return _consumer_member_check(group, member_id, generation_id, None)
         if group_instance_id is not None:
             known = group.static_members.get(group_instance_id)
             if known is not None and known != member_id:
@@ -111,6 +120,19 @@ class GroupOffsets:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id >= 0 and generation_id != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9+ names the member asking (KIP-848): in a consumer group it must be a
+        member at that epoch. Without a member (id null, epoch -1) anyone may fetch."""
+        group = self._groups.get(group_id)
+        if group is None or group.consumer is None or (member_id is None and member_epoch == -1):
+            return ErrorCode.NONE
+        member = group.consumer.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.member_epoch != member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     def add_pending_txn_offsets(
@@ -176,7 +198,8 @@ class GroupOffsets:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}, []
         subscribed: set[str] | None = set()
         if group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-            subscribed = group.subscribed_topics() if group.members else set()
+            members = group.members or (group.consumer is not None and group.consumer.members)
+            subscribed = group.subscribed_topics() if members else set()
         elif group.state is not GroupState.EMPTY:
             return ErrorCode.NON_EMPTY_GROUP, {}, []
         errors: dict[TopicPartition, ErrorCode] = {}
@@ -239,6 +262,7 @@ class GroupOffsets:
                 and group_id not in pending
             ):
                 del self._groups[group_id]
+                records.extend(self.consumer_group_records(group))
                 records.append((GroupKey(group_id), None))
         return records
 
@@ -262,15 +286,21 @@ class GroupOffsets:
                 continue
             del self._groups[group_id]
             records.extend((OffsetKey(group_id, t, p), None) for t, p in group.offsets)
+            records.extend(self.consumer_group_records(group))
             records.append((GroupKey(group_id), None))
             errors[group_id] = ErrorCode.NONE
         return errors, records
 
-    def describe(self, group_id: str) -> GroupDescription | None:
-        """None if there is no such group. Member metadata and assignments are only shown
-        in a Stable group, as Kafka does."""
+    def is_consumer_group(self, group_id: str) -> bool:
+        """Whether the group uses the consumer group protocol (KIP-848)."""
         group = self._groups.get(group_id)
-        if group is None:
+        return group is not None and group.consumer is not None
+
+    def describe(self, group_id: str) -> GroupDescription | None:
+        """None if there is no such classic group. Member metadata and assignments are only
+        shown in a Stable group, as Kafka does."""
+        group = self._groups.get(group_id)
+        if group is None or group.consumer is not None:
             return None
         stable = group.state is GroupState.STABLE
         return GroupDescription(
@@ -293,7 +323,32 @@ class GroupOffsets:
 
     def list_groups(self) -> list[GroupListing]:
         return [
-            GroupListing(g.group_id, g.protocol_type or "", g.state)
+            GroupListing(
+                g.group_id,
+                g.protocol_type or "",
+                g.state,
+                "classic" if g.consumer is None else "consumer",
+            )
             for g in self._groups.values()
             if self.coordinator_error(g.group_id) is None
         ]
+
+
+def _consumer_member_check(
+    group: Group, member_id: str, member_epoch: int, version: int | None
+) -> ErrorCode:
+    """An offset commit to a consumer group (Kafka's ConsumerGroup.validateOffsetCommit):
+    without a member epoch only while the group has no member; otherwise from a member at
+    its current epoch, with OffsetCommit v9+ (``version`` None: a TxnOffsetCommit)."""
+    data = group.consumer
+    assert data is not None
+    if member_epoch < 0 and not data.members:
+        return ErrorCode.NONE
+    member = data.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if version is not None and version < FIRST_MEMBER_EPOCH_COMMIT_VERSION:
+        return ErrorCode.UNSUPPORTED_VERSION
+    if member.member_epoch != member_epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE

@@ -11,8 +11,9 @@ Keys (int16 key version first):
 - versions 0 and 1, offset commit: ``group: string, topic: string, partition: int32``.
   Kafka writes version 1.
 - version 2, group metadata: ``group: string``.
-- versions 3 and up belong to the newer consumer/share group protocols (KIP-848, KIP-932); a
-  classic coordinator skips them when loading.
+- versions 3 and up belong to the newer group protocols: the consumer group protocol's
+  (KIP-848) are in kbroker/group/consumer_records.py; the others (share and streams groups)
+  are skipped when loading.
 
 Offset commit value (int16 value version first; Kafka writes 3, or 1 when the commit carried
 an explicit expire timestamp through OffsetCommit v2-v4's retention time):
@@ -38,6 +39,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kbroker.group.consumer_records import (
+    ConsumerKey,
+    ConsumerValue,
+    LoadedConsumerGroup,
+    decode_consumer_key,
+    decode_consumer_value,
+    encode_consumer_key,
+    encode_consumer_value,
+)
 from wire.errors import DecodeError
 from wire.primitives import Reader, Writer
 from wire.records.batch import BatchHeader
@@ -100,14 +110,16 @@ class GroupValue:
     members: tuple[MemberValue, ...] = ()
 
 
-Key = OffsetKey | GroupKey
-Value = OffsetValue | GroupValue
+Key = OffsetKey | GroupKey | ConsumerKey
+Value = OffsetValue | GroupValue | ConsumerValue
 
 
 # --- encoding ---------------------------------------------------------------------------------
 
 
 def encode_key(key: Key) -> bytes:
+    if not isinstance(key, OffsetKey | GroupKey):
+        return encode_consumer_key(key)
     w = Writer()
     if isinstance(key, OffsetKey):
         w.int16(OFFSET_KEY_VERSION)
@@ -163,7 +175,9 @@ def encode_value(value: Value | None) -> bytes | None:
         return None
     if isinstance(value, OffsetValue):
         return encode_offset_value(value)
-    return encode_group_value(value)
+    if isinstance(value, GroupValue):
+        return encode_group_value(value)
+    return encode_consumer_value(value)
 
 
 # --- decoding ---------------------------------------------------------------------------------
@@ -194,7 +208,7 @@ class _Fields:
 
 
 def decode_key(data: bytes | memoryview) -> Key | None:
-    """The key, or None for a key version a classic coordinator does not use."""
+    """The key, or None for a record type this coordinator does not keep."""
     r = Reader(data)
     version = r.int16()
     if version in (0, 1):
@@ -203,7 +217,7 @@ def decode_key(data: bytes | memoryview) -> Key | None:
         return GroupKey(r.string())
     if version < 0:
         raise DecodeError(f"negative key version {version}")
-    return None
+    return decode_consumer_key(version, r)
 
 
 def decode_offset_value(data: bytes | memoryview) -> OffsetValue:
@@ -267,7 +281,9 @@ def decode_value(key: Key, data: bytes | memoryview | None) -> Value | None:
         return None
     if isinstance(key, OffsetKey):
         return decode_offset_value(data)
-    return decode_group_value(data)
+    if isinstance(key, GroupKey):
+        return decode_group_value(data)
+    return decode_consumer_value(key, data)
 
 
 # --- replay -----------------------------------------------------------------------------------
@@ -278,6 +294,7 @@ class LoadedState:
     """What one ``__consumer_offsets`` partition holds once every record is applied in order."""
 
     groups: dict[str, GroupValue] = field(default_factory=dict)
+    consumer_groups: dict[str, LoadedConsumerGroup] = field(default_factory=dict)
     offsets: dict[str, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
     # Transactional offset commits whose marker has not been read yet: producer id -> group
     # -> partition -> offset.
@@ -313,7 +330,13 @@ class LoadedState:
         if key is None:
             return
         value = decode_value(key, value_bytes)
-        if isinstance(key, OffsetKey):
+        if not isinstance(key, OffsetKey | GroupKey):
+            assert not isinstance(value, OffsetValue | GroupValue)
+            loaded = self.consumer_groups.setdefault(key.group, LoadedConsumerGroup())
+            loaded.apply(key, value)
+            if loaded.empty:
+                del self.consumer_groups[key.group]
+        elif isinstance(key, OffsetKey):
             table = self.offsets.setdefault(key.group, {})
             tp = (key.topic, key.partition)
             if isinstance(value, OffsetValue):

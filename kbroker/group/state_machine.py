@@ -39,6 +39,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 
+from kbroker.group.consumer_heartbeat import ConsumerGroupProtocol, ConsumerGroupSettings
 from kbroker.group.events import (
     CAN_REBALANCE,
     Effect,
@@ -69,7 +70,7 @@ log = logging.getLogger(__name__)
 # --- the state machine ----------------------------------------------------------------------
 
 
-class GroupStateMachine(GroupOffsets):
+class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol):
     """Every classic group of the ``__consumer_offsets`` partitions this broker coordinates,
     and their committed offsets."""
 
@@ -80,7 +81,10 @@ class GroupStateMachine(GroupOffsets):
         num_offsets_partitions: int,
         *,
         new_uuid: Callable[[], str] = lambda: str(uuid.uuid4()),
+        consumer_settings: Callable[[str], ConsumerGroupSettings] | None = None,
     ) -> None:
+        """``consumer_settings``: a consumer group's session timeout and heartbeat interval
+        (the broker's group.consumer.* settings when not given)."""
         self.config = config
         self._clock = clock
         self.num_offsets_partitions = num_offsets_partitions
@@ -90,6 +94,7 @@ class GroupStateMachine(GroupOffsets):
         self._timers: list[tuple[int, str]] = []
         self._stores: dict[int, PendingStore] = {}
         self._next_store_id = 0
+        self._init_consumer_protocol(consumer_settings)
 
     # --- ownership of offsets-topic partitions --------------------------------------------
 
@@ -147,6 +152,13 @@ class GroupStateMachine(GroupOffsets):
                 group.state_timestamp_ms = now
             self._groups[group_id] = group
             self._schedule(group)
+        for group_id, consumer in loaded.consumer_groups.items():
+            if self.partition_for(group_id) != partition:
+                continue
+            group = Group(group_id, GroupState.EMPTY, now)
+            self._load_consumer_group(group, consumer)
+            self._groups[group_id] = group
+            self._schedule(group)
         for group_id, offsets in loaded.offsets.items():
             if self.partition_for(group_id) != partition:
                 continue
@@ -175,6 +187,7 @@ class GroupStateMachine(GroupOffsets):
             group = self._groups.pop(group_id)
             for m in group.members.values():
                 self._fail_pending(m, ErrorCode.NOT_COORDINATOR, effects)
+            effects.extend(self._drop_waiting_heartbeats(group_id))
         for store_id in [s for s, p in self._stores.items() if p.group_id not in self._groups]:
             del self._stores[store_id]
         return effects
@@ -219,6 +232,9 @@ class GroupStateMachine(GroupOffsets):
         return effects
 
     def _expire(self, group: Group, now: int, effects: list[Effect]) -> None:
+        if group.consumer is not None:
+            self._expire_consumer(group, now, effects)
+            return
         for member_id, deadline in list(group.pending_members.items()):
             if deadline <= now:
                 del group.pending_members[member_id]

@@ -244,15 +244,21 @@ async def handle_describe_groups(
         )
         error, description = broker.group_coordinator.describe_group(group_id)
         if description is None:
-            # Kafka describes a group it does not know as Dead, from v6 with the error
-            # GROUP_ID_NOT_FOUND (KIP-1043).
+            # Kafka describes a group it does not know (or a consumer group of KIP-848's
+            # protocol, which ConsumerGroupDescribe describes) as Dead, from v6 with the
+            # error GROUP_ID_NOT_FOUND (KIP-1043).
             not_found = error == ErrorCode.NONE
+            message = (
+                f"Group {group_id} is not a classic group."
+                if broker.group_coordinator.core.is_consumer_group(group_id)
+                else f"Group {group_id} not found."
+            )
             if not_found and version >= FIRST_GROUP_NOT_FOUND_VERSION:
                 error = ErrorCode.GROUP_ID_NOT_FOUND
             groups.append(
                 DescribedGroup(
                     error_code=error,
-                    error_message=f"Group {group_id} not found." if not_found and error else None,
+                    error_message=message if not_found and error else None,
                     group_id=group_id,
                     group_state=GroupState.DEAD.value if not_found else "",
                     authorized_operations=operations,
@@ -291,8 +297,6 @@ async def handle_list_groups(
         listings = [g for g in listings if _may(broker, AclOperation.DESCRIBE, g.group_id)]
     states = {s.lower() for s in request.states_filter}
     types = {t.lower() for t in request.types_filter}
-    if types and CLASSIC_GROUP_TYPE not in types:
-        listings = []
     return ListGroupsResponse(
         error_code=error,
         groups=[
@@ -300,10 +304,11 @@ async def handle_list_groups(
                 group_id=g.group_id,
                 protocol_type=g.protocol_type,
                 group_state=g.state.value,
-                group_type=CLASSIC_GROUP_TYPE,
+                group_type=g.group_type,
             )
             for g in listings
-            if not states or g.state.value.lower() in states
+            if (not states or g.state.value.lower() in states)
+            and (not types or g.group_type in types)
         ],
     )
 

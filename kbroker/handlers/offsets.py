@@ -179,21 +179,25 @@ async def handle_offset_commit(
 
 
 def _fetch_offsets(
-    broker: Broker, group_id: str, wanted: list[TopicPartition] | None
+    broker: Broker,
+    group_id: str,
+    wanted: list[TopicPartition] | None,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, dict[TopicPartition, OffsetValue | None], dict[TopicPartition, ErrorCode]]:
-    """(group error, offsets, refused partitions) for the principal of the request."""
+    """(group error, offsets, refused partitions) for the principal of the request; ``member``
+    is the (member id, epoch) an OffsetFetch v9+ names."""
     if not _may_group(broker, AclOperation.DESCRIBE, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, {}
     coordinator = broker.group_coordinator
     if wanted is None:
-        error, offsets = coordinator.fetch_offsets(group_id, None)
+        error, offsets = coordinator.fetch_offsets(group_id, None, member)
         hidden = _refused_topics(broker, AclOperation.DESCRIBE, {t for t, _ in offsets})
         return error, {tp: v for tp, v in offsets.items() if tp[0] not in hidden}, {}
     refused = _refused_topics(broker, AclOperation.DESCRIBE, {t for t, _ in wanted})
     if not refused:
-        return (*coordinator.fetch_offsets(group_id, wanted), {})
+        return (*coordinator.fetch_offsets(group_id, wanted, member), {})
     error, offsets = coordinator.fetch_offsets(
-        group_id, [tp for tp in wanted if tp[0] not in refused]
+        group_id, [tp for tp in wanted if tp[0] not in refused], member
     )
     offsets = {**offsets, **dict.fromkeys(tp for tp in wanted if tp[0] in refused)}
     return (
@@ -221,7 +225,9 @@ async def handle_offset_fetch(
                     else:
                         named.append((name, t.partition_indexes))
                 wanted = _group_partitions(named)
-            error, offsets, refused = _fetch_offsets(broker, group.group_id, wanted)
+            error, offsets, refused = _fetch_offsets(
+                broker, group.group_id, wanted, (group.member_id, group.member_epoch)
+            )
             if by_id:
                 # Offsets of a topic that no longer exists cannot be named by id.
                 offsets = {

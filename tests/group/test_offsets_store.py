@@ -50,8 +50,10 @@ def test_both_offset_key_versions_decode(version: int) -> None:
     assert decode_key(data) == OffsetKey("g", "t", 7)
 
 
-def test_newer_protocol_keys_are_skipped() -> None:
-    assert decode_key(b"\x00\x03" + s16("g")) is None
+def test_other_protocols_keys_are_skipped() -> None:
+    # 9: a share group's metadata (KIP-932); the consumer group protocol's are kept
+    # (tests/group/test_consumer_records.py).
+    assert decode_key(b"\x00\x09" + s16("g")) is None
     with pytest.raises(DecodeError):
         decode_key(b"\xff\xff")
 
@@ -208,7 +210,7 @@ def test_replay_applies_records_in_order_and_tombstones_delete() -> None:
         (encode_key(GroupKey("a")), encode_value(g)),
         (encode_key(GroupKey("c")), encode_value(g)),
         (encode_key(GroupKey("c")), None),
-        (b"\x00\x05" + s16("new-protocol-record"), b"\x00\x00"),
+        (b"\x00\x09" + s16("share-group-record"), b"\x00\x00"),
         (None, b"ignored"),
     ]
     state = replay(records)

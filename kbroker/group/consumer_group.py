@@ -1,0 +1,244 @@
+"""A consumer group of the next-generation protocol (KIP-848): its members, epochs and
+assignments, and the reconciliation of a member's assignment towards the target. Pure data
+and functions; the heartbeat logic that drives them is in consumer_heartbeat.py.
+
+Epochs: the *group epoch* rises whenever the group changes in a way that may change the
+assignment (a member joins, leaves, changes its subscription; a subscribed topic changes). The
+*target assignment*, computed by the server-side assignor for a group epoch, carries that epoch
+as the *assignment epoch*. Each member has a *member epoch*: the assignment epoch it has
+reconciled to. A member moves to the target epoch only once it has revoked the partitions the
+target took from it, and it receives a partition only once the previous owner has released it:
+no partition is ever owned by two members at once.
+
+Member states (Kafka's MemberState, stored in the current assignment record):
+
+    STABLE                 reconciled to its member epoch
+    UNREVOKED_PARTITIONS   must revoke ``pending_revocation`` first (its epoch is unchanged)
+    UNRELEASED_PARTITIONS  at the target epoch, waiting for partitions others still own
+
+Group states: Empty (no member), Assigning (group epoch ahead of the assignment epoch),
+Reconciling (a member not yet stable at the assignment epoch), Stable.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+TopicId = uuid.UUID
+# topic id -> partitions; never mutated once built.
+Assignment = Mapping[TopicId, frozenset[int]]
+EMPTY_ASSIGNMENT: Assignment = {}
+
+# Member epochs with a meaning of their own in ConsumerGroupHeartbeat.
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+
+class MemberState(enum.IntEnum):
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMember:
+    """One member, as the group's records keep it."""
+
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: frozenset[str] = frozenset()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+
+    def reconciled_to(self, epoch: int) -> bool:
+        return self.state is MemberState.STABLE and self.member_epoch == epoch
+
+    def with_epoch(self, epoch: int, **changes: object) -> ConsumerMember:
+        """This member at ``epoch``, the current one becoming the previous one."""
+        return replace(self, member_epoch=epoch, previous_member_epoch=self.member_epoch, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRegex:
+    """The topics a subscription regex matched when last evaluated (KIP-848)."""
+
+    topics: frozenset[str]
+    version: int
+    timestamp_ms: int
+
+
+@dataclass(slots=True)
+class ConsumerGroupData:
+    """The consumer-protocol part of a group. Copied before each change, so a change whose
+    records cannot be written leaves the group as it was."""
+
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    metadata_hash: int = 0
+    creation_time_ms: int = -1
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    # instance id -> member id (KIP-345 static membership)
+    static_members: dict[str, str] = field(default_factory=dict)
+    # member id -> its part of the target assignment
+    targets: dict[str, Assignment] = field(default_factory=dict)
+    # (topic id, partition) -> the member that owns it (assigned or pending revocation)
+    owners: dict[tuple[TopicId, int], str] = field(default_factory=dict)
+    regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
+    # Deadlines (not stored): a member's session, and its revocation (rebalance timeout).
+    session_deadlines: dict[str, int] = field(default_factory=dict)
+    revocation_deadlines: dict[str, int] = field(default_factory=dict)
+
+    def copy(self) -> ConsumerGroupData:
+        return ConsumerGroupData(
+            self.group_epoch,
+            self.assignment_epoch,
+            self.metadata_hash,
+            self.creation_time_ms,
+            dict(self.members),
+            dict(self.static_members),
+            dict(self.targets),
+            dict(self.owners),
+            dict(self.regexes),
+            dict(self.session_deadlines),
+            dict(self.revocation_deadlines),
+        )
+
+    def put_member(self, member: ConsumerMember) -> None:
+        """Add or replace a member, keeping partition ownership and instance ids in step."""
+        old = self.members.get(member.member_id)
+        if old is not None:
+            self._release(old)
+        self.members[member.member_id] = member
+        for topic_id, partitions in (*member.assigned.items(), *member.pending_revocation.items()):
+            for p in partitions:
+                self.owners[(topic_id, p)] = member.member_id
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
+
+    def remove_member(self, member_id: str) -> ConsumerMember | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        self._release(member)
+        self.targets.pop(member_id, None)
+        self.session_deadlines.pop(member_id, None)
+        self.revocation_deadlines.pop(member_id, None)
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == (
+            member_id
+        ):
+            del self.static_members[member.instance_id]
+        return member
+
+    def _release(self, member: ConsumerMember) -> None:
+        for topic_id, partitions in (*member.assigned.items(), *member.pending_revocation.items()):
+            for p in partitions:
+                if self.owners.get((topic_id, p)) == member.member_id:
+                    del self.owners[(topic_id, p)]
+
+    def subscribed_topic_names(self) -> frozenset[str]:
+        """The topics the members subscribe to, by name or through a resolved regex."""
+        names: set[str] = set()
+        for member in self.members.values():
+            names |= member.subscribed_topic_names
+            if member.subscribed_topic_regex:
+                resolved = self.regexes.get(member.subscribed_topic_regex)
+                if resolved is not None:
+                    names |= resolved.topics
+        return frozenset(names)
+
+    def owner_of(self, topic_id: TopicId, partition: int) -> str | None:
+        return self.owners.get((topic_id, partition))
+
+    def state_name(self) -> str:
+        """Kafka's ConsumerGroupState name."""
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        if any(not m.reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+
+def reconcile(
+    member: ConsumerMember,
+    target_epoch: int,
+    target: Assignment,
+    subscribed: frozenset[TopicId],
+    owned: Assignment | None,
+    owner_of: Callable[[TopicId, int], str | None],
+) -> ConsumerMember:
+    """The member's next state towards ``target`` at ``target_epoch`` (Kafka's
+    CurrentAssignmentBuilder). ``subscribed``: the topics it subscribes to now (others are
+    revoked whatever the target says); ``owned``: what the member reported owning in this
+    heartbeat (None: not reported); ``owner_of``: the current owner of a partition."""
+    if member.state is MemberState.STABLE:
+        if member.member_epoch == target_epoch:
+            return member
+    elif member.state is MemberState.UNREVOKED_PARTITIONS and _still_owns(
+        owned, member.pending_revocation
+    ):
+        return member
+    keep: dict[TopicId, frozenset[int]] = {}
+    revoke: dict[TopicId, frozenset[int]] = {}
+    to_assign: dict[TopicId, frozenset[int]] = {}
+    unreleased = False
+    for topic_id in {*target, *member.assigned}:
+        wanted = target.get(topic_id, frozenset()) if topic_id in subscribed else frozenset()
+        current = member.assigned.get(topic_id, frozenset())
+        kept = current & wanted
+        if kept:
+            keep[topic_id] = kept
+        if current - kept:
+            revoke[topic_id] = current - kept
+        pending = member.pending_revocation.get(topic_id, frozenset())
+        free = set()
+        for p in wanted - kept:
+            owner = owner_of(topic_id, p)
+            if owner is None or (owner == member.member_id and p in pending):
+                free.add(p)
+            else:
+                unreleased = True
+        if free:
+            to_assign[topic_id] = frozenset(free)
+    if revoke and _still_owns(owned, revoke):
+        # The member keeps its epoch until it has revoked what the target took from it.
+        return replace(
+            member,
+            state=MemberState.UNREVOKED_PARTITIONS,
+            assigned=keep,
+            pending_revocation=revoke,
+        )
+    assigned = dict(keep)
+    for topic_id, partitions in to_assign.items():
+        assigned[topic_id] = assigned.get(topic_id, frozenset()) | partitions
+    state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+    if member.member_epoch == target_epoch:
+        return replace(member, state=state, assigned=assigned, pending_revocation={})
+    return member.with_epoch(target_epoch, state=state, assigned=assigned, pending_revocation={})
+
+
+def _still_owns(owned: Assignment | None, revoking: Assignment) -> bool:
+    """Whether the member may still own some of ``revoking``: yes when it did not say."""
+    if owned is None:
+        return True
+    return any(owned.get(topic_id, frozenset()) & parts for topic_id, parts in revoking.items())
+
+
+def is_subset(owned: Assignment | None, assigned: Assignment) -> bool:
+    if owned is None:
+        return True
+    return all(parts <= assigned.get(topic_id, frozenset()) for topic_id, parts in owned.items())

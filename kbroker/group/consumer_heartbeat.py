@@ -1,0 +1,897 @@
+"""ConsumerGroupHeartbeat (KIP-848) in the group state machine: members join, heartbeat and
+leave, the group epoch rises with each change, the server-side assignor computes the target
+assignment, and each member reconciles towards it (consumer_group.py).
+
+``ConsumerGroupProtocol`` is a part of ``GroupStateMachine`` (kbroker/group/state_machine.py),
+like ``GroupOffsets``: pure, driven by requests and the clock, returning effects. A change is
+computed on a copy of the group and written as Kafka's records (consumer_records.py) with a
+``StoreRecords`` effect; the copy replaces the group, and the answer goes out, only once the
+records are stored ("persist first, then send"). Meanwhile the group's other heartbeats wait
+in order, so each one sees the state the previous one left.
+
+What Kafka's GroupMetadataManager does, as far as a single coordinator goes:
+
+- joining (member epoch 0) needs a rebalance timeout and a subscription (topic names or a
+  regex); leaving is epoch -1, a static member leaving epoch -2 (its assignment is kept for
+  its session, for the same instance id to take over without a rebalance);
+- an epoch the coordinator does not know is FENCED_MEMBER_EPOCH, except the previous one with
+  owned partitions within the current assignment (the answer to the last heartbeat was lost);
+- a static member's instance id held by a live member is UNRELEASED_INSTANCE_ID, another
+  member id for it FENCED_INSTANCE_ID; a full group GROUP_MAX_SIZE_REACHED; an unknown
+  assignor UNSUPPORTED_ASSIGNOR; a regex RE2 refuses INVALID_REGULAR_EXPRESSION;
+- a member is fenced (removed, the group epoch bumped) when its session times out, or when it
+  keeps partitions it must revoke past its rebalance timeout;
+- the answer carries the assignment when the request was a full one (a join, or every field
+  set) or the member's assignment changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
+
+from kbroker.group.assignors import ASSIGNORS, MemberSpec, TopicSpec
+from kbroker.group.consumer_group import (
+    EMPTY_ASSIGNMENT,
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    Assignment,
+    ConsumerGroupData,
+    ConsumerMember,
+    MemberState,
+    ResolvedRegex,
+    TopicId,
+    is_subset,
+    reconcile,
+)
+from kbroker.group.consumer_records import (
+    CURRENT_ASSIGNMENT,
+    GROUP_METADATA,
+    MEMBER_METADATA,
+    TARGET_ASSIGNMENT_MEMBER,
+    TARGET_ASSIGNMENT_METADATA,
+    ConsumerGroupKey,
+    ConsumerMemberKey,
+    CurrentAssignmentValue,
+    GroupEpochValue,
+    LoadedConsumerGroup,
+    MemberMetadataValue,
+    RegexKey,
+    RegexValue,
+    TargetEpochValue,
+    TargetMemberValue,
+)
+from kbroker.group.events import (
+    ConsumerHeartbeat,
+    Effect,
+    GroupConfig,
+    GroupState,
+    HeartbeatResult,
+    Record,
+    Reply,
+    StoreRecords,
+)
+from kbroker.group.model import Group
+from kbroker.regex import InvalidRegex, Regex
+from wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    import uuid
+
+
+class TopicsView(Protocol):
+    """What the coordinator knows of the cluster's topics (the shell builds it from the
+    metadata). ``version`` changes whenever a topic is created, deleted or changed."""
+
+    @property
+    def version(self) -> int: ...
+
+    def topic(self, name: str) -> TopicSpec | None: ...
+
+    def names(self) -> Iterable[str]:
+        """Every topic a regex may match (internal topics excluded)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupSettings:
+    """A group's session timeout and heartbeat interval: the broker's group.consumer.*
+    settings, or the group's own (consumer.session.timeout.ms, consumer.heartbeat.interval.ms,
+    set on the GROUP config resource)."""
+
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+
+
+@dataclass(slots=True)
+class _PendingChange:
+    group_id: str
+    data: ConsumerGroupData
+    on_stored: Callable[[], list[Effect]]
+    on_failed: Callable[[ErrorCode], list[Effect]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    """What ConsumerGroupDescribe answers for one group: each member with its target."""
+
+    group_id: str
+    error: ErrorCode
+    message: str | None = None
+    state: str = "Dead"
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor: str = ""
+    members: tuple[tuple[ConsumerMember, Assignment], ...] = ()
+
+
+class HeartbeatError(Exception):
+    """A heartbeat refused, with the error to answer."""
+
+    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or error.name)
+        self.error = error
+        self.message = message
+
+
+def _full_request(req: ConsumerHeartbeat) -> bool:
+    """A request with every optional field set: the member (re)states everything, and gets its
+    whole assignment back (Kafka's rule)."""
+    return req.member_epoch == JOIN_EPOCH or (
+        req.rebalance_timeout_ms != -1
+        and req.subscribed_topic_names is not None
+        and req.owned is not None
+    )
+
+
+def _records_of_member(group_id: str, member: ConsumerMember) -> list[Record]:
+    return [
+        (ConsumerMemberKey(MEMBER_METADATA, group_id, member.member_id), _metadata_value(member)),
+        (
+            ConsumerMemberKey(CURRENT_ASSIGNMENT, group_id, member.member_id),
+            _assignment_value(member),
+        ),
+    ]
+
+
+def _metadata_value(member: ConsumerMember) -> MemberMetadataValue:
+    return MemberMetadataValue(
+        member.instance_id,
+        member.rack_id,
+        member.client_id,
+        member.client_host,
+        tuple(sorted(member.subscribed_topic_names)),
+        member.subscribed_topic_regex,
+        member.rebalance_timeout_ms,
+        member.server_assignor,
+    )
+
+
+def _sorted(assignment: Assignment) -> dict[TopicId, tuple[int, ...]]:
+    return {t: tuple(sorted(p)) for t, p in assignment.items() if p}
+
+
+def _assignment_value(member: ConsumerMember) -> CurrentAssignmentValue:
+    return CurrentAssignmentValue(
+        member.member_epoch,
+        member.previous_member_epoch,
+        int(member.state),
+        _sorted(member.assigned),
+        _sorted(member.pending_revocation),
+    )
+
+
+def _member_tombstones(group_id: str, member_id: str) -> list[Record]:
+    return [
+        (ConsumerMemberKey(CURRENT_ASSIGNMENT, group_id, member_id), None),
+        (ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), None),
+        (ConsumerMemberKey(MEMBER_METADATA, group_id, member_id), None),
+    ]
+
+
+class ConsumerGroupProtocol:
+    """The consumer group protocol half of the group state machine."""
+
+    config: GroupConfig
+    _clock: Callable[[], int]
+    _groups: dict[str, Group]
+    _new_uuid: Callable[[], str]
+
+    if TYPE_CHECKING:
+
+        def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
+
+        def _schedule(self, group: Group) -> None: ...
+
+    def _init_consumer_protocol(
+        self, settings: Callable[[str], ConsumerGroupSettings] | None = None
+    ) -> None:
+        default = ConsumerGroupSettings(
+            self.config.consumer_session_timeout_ms, self.config.consumer_heartbeat_interval_ms
+        )
+        self._consumer_settings = settings or (lambda _group_id: default)
+        self._changes: dict[int, _PendingChange] = {}
+        self._next_change_id = 0
+        # group id -> the change being stored, and the heartbeats waiting behind it.
+        self._writing: dict[str, int] = {}
+        self._waiting: dict[str, deque[tuple[int, ConsumerHeartbeat, TopicsView]]] = {}
+
+    # --- ConsumerGroupHeartbeat -----------------------------------------------------------
+
+    def consumer_heartbeat(
+        self, token: int, req: ConsumerHeartbeat, topics: TopicsView
+    ) -> list[Effect]:
+        if req.group_id in self._writing:
+            self._waiting.setdefault(req.group_id, deque()).append((token, req, topics))
+            return []
+        try:
+            return self._heartbeat(token, req, topics)
+        except HeartbeatError as exc:
+            return [Reply(token, HeartbeatResult(exc.error, exc.message))]
+
+    def _validate(self, req: ConsumerHeartbeat) -> None:
+        def invalid(message: str) -> HeartbeatError:
+            return HeartbeatError(ErrorCode.INVALID_REQUEST, message)
+
+        if not req.group_id:
+            raise HeartbeatError(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+        if req.instance_id == "":
+            raise invalid("InstanceId can't be empty.")
+        if req.rack_id == "":
+            raise invalid("RackId can't be empty.")
+        if req.member_epoch > JOIN_EPOCH or req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            if not req.member_id:
+                raise invalid("MemberId can't be empty.")
+        elif req.member_epoch == JOIN_EPOCH:
+            if req.client_member_id and not req.member_id:
+                raise invalid("MemberId can't be empty.")
+            if req.rebalance_timeout_ms == -1:
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
+            if req.owned is None or any(req.owned.values()):
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                raise invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                    "(re-)joining."
+                )
+        else:
+            raise invalid(f"MemberEpoch is invalid: {req.member_epoch}.")
+        if req.member_epoch == STATIC_LEAVE_EPOCH and req.instance_id is None:
+            raise invalid("InstanceId can't be null when leaving as a static member.")
+        if req.server_assignor is not None and req.server_assignor not in ASSIGNORS:
+            raise HeartbeatError(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.config.consumer_assignors)}.",
+            )
+        if req.subscribed_topic_regex:
+            try:
+                Regex(req.subscribed_topic_regex)
+            except InvalidRegex as exc:
+                raise HeartbeatError(
+                    ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
+                    f"expression: {exc.reason}.",
+                ) from None
+
+    def _consumer_group(self, group_id: str, create: bool) -> Group:
+        """The consumer group; an empty classic group (offsets only, from simple commits)
+        becomes one, as in Kafka."""
+        group = self._groups.get(group_id)
+        if group is not None and group.consumer is None:
+            if group.members or group.state is not GroupState.EMPTY:
+                raise HeartbeatError(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+                )
+            if not create:
+                raise HeartbeatError(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found."
+                )
+        if group is None:
+            if not create:
+                raise HeartbeatError(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found."
+                )
+            group = Group(group_id, GroupState.EMPTY, self._clock())
+            self._groups[group_id] = group
+        return group
+
+    def _heartbeat(self, token: int, req: ConsumerHeartbeat, topics: TopicsView) -> list[Effect]:
+        self._validate(req)
+        error = self.coordinator_error(req.group_id)
+        if error is not None:
+            raise HeartbeatError(error)
+        now = self._clock()
+        group = self._consumer_group(req.group_id, create=req.member_epoch == JOIN_EPOCH)
+        data = group.consumer.copy() if group.consumer is not None else ConsumerGroupData()
+        if data.creation_time_ms == -1:
+            data.creation_time_ms = now
+        records: list[Record] = []
+        if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(token, group, data, req, records)
+        member_id = req.member_id or self._new_uuid()
+        member = self._member_for(data, req, member_id, records)
+        settings = self._consumer_settings(req.group_id)
+        updated = replace(
+            member,
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=(
+                req.rebalance_timeout_ms
+                if req.rebalance_timeout_ms != -1
+                else member.rebalance_timeout_ms
+            ),
+            server_assignor=(
+                req.server_assignor if req.server_assignor is not None else member.server_assignor
+            ),
+            subscribed_topic_names=(
+                frozenset(req.subscribed_topic_names)
+                if req.subscribed_topic_names is not None
+                else member.subscribed_topic_names
+            ),
+            subscribed_topic_regex=(
+                (req.subscribed_topic_regex or None)
+                if req.subscribed_topic_regex is not None
+                else member.subscribed_topic_regex
+            ),
+            client_id=req.client_id,
+            client_host=req.client_host,
+        )
+        stored = group.consumer.members if group.consumer is not None else {}
+        new_here = updated.member_id not in stored
+        bump = data.group_epoch == 0
+        if new_here or _metadata_value(updated) != _metadata_value(member):
+            records.append(
+                (
+                    ConsumerMemberKey(MEMBER_METADATA, req.group_id, updated.member_id),
+                    _metadata_value(updated),
+                )
+            )
+            bump |= (
+                updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex
+            )
+        data.put_member(updated)
+        bump |= self._resolve_regexes(req.group_id, data, topics, now, records)
+        metadata_hash = _metadata_hash(data, topics)
+        if metadata_hash != data.metadata_hash:
+            data.metadata_hash = metadata_hash
+            bump = True
+        if bump:
+            data.group_epoch += 1
+            records.append(
+                (
+                    ConsumerGroupKey(GROUP_METADATA, req.group_id),
+                    GroupEpochValue(data.group_epoch, data.metadata_hash, data.creation_time_ms),
+                )
+            )
+        if data.group_epoch > data.assignment_epoch:
+            self._assign(req.group_id, data, topics, updated, records, now)
+        before = data.members[updated.member_id]
+        reconciled = reconcile(
+            before,
+            data.assignment_epoch,
+            data.targets.get(before.member_id, EMPTY_ASSIGNMENT),
+            _subscribed_ids(before, data, topics),
+            req.owned,
+            data.owner_of,
+        )
+        if reconciled != before or new_here:
+            data.put_member(reconciled)
+            records.append(
+                (
+                    ConsumerMemberKey(CURRENT_ASSIGNMENT, req.group_id, reconciled.member_id),
+                    _assignment_value(reconciled),
+                )
+            )
+        self._track_revocation(data, reconciled, member, now)
+        data.session_deadlines[reconciled.member_id] = now + settings.session_timeout_ms
+        send = _full_request(req) or reconciled.assigned != member.assigned
+        result = HeartbeatResult(
+            ErrorCode.NONE,
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            assignment=reconciled.assigned if send else None,
+        )
+        return self._commit(token, group, data, records, result)
+
+    def _member_for(
+        self, data: ConsumerGroupData, req: ConsumerHeartbeat, member_id: str, records: list[Record]
+    ) -> ConsumerMember:
+        """The member this heartbeat is from: a new one on a join, the static member it
+        replaces, or the existing one once its epoch is checked."""
+        joining = req.member_epoch == JOIN_EPOCH
+        if req.instance_id is not None:
+            static_id = data.static_members.get(req.instance_id)
+            static = data.members.get(static_id) if static_id is not None else None
+            if joining and static is not None and static.member_id != member_id:
+                if static.member_epoch != STATIC_LEAVE_EPOCH:
+                    raise HeartbeatError(
+                        ErrorCode.UNRELEASED_INSTANCE_ID,
+                        f"Static member {member_id} with instance id {req.instance_id} cannot "
+                        f"join the group because the instance id is owned by "
+                        f"{static.member_id} member.",
+                    )
+                # The instance restarted within its session: it takes over the assignment
+                # of the member it replaces, without a rebalance.
+                target = data.targets.get(static.member_id)
+                data.remove_member(static.member_id)
+                records.extend(_member_tombstones(req.group_id, static.member_id))
+                replaced = replace(
+                    static, member_id=member_id, member_epoch=0, previous_member_epoch=0
+                )
+                data.put_member(replaced)
+                if target is not None:
+                    data.targets[member_id] = target
+                    records.append(
+                        (
+                            ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, req.group_id, member_id),
+                            TargetMemberValue(_sorted(target)),
+                        )
+                    )
+                return replaced
+            if not joining:
+                if static is None:
+                    raise HeartbeatError(
+                        ErrorCode.UNKNOWN_MEMBER_ID,
+                        f"Instance id {req.instance_id} is unknown.",
+                    )
+                if static.member_id != member_id:
+                    raise HeartbeatError(
+                        ErrorCode.FENCED_INSTANCE_ID,
+                        f"Static member {member_id} with instance id {req.instance_id} was "
+                        f"fenced by member {static.member_id}.",
+                    )
+        existing = data.members.get(member_id)
+        if existing is None:
+            if not joining:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {member_id} is not a member of group {req.group_id}.",
+                )
+            if len(data.members) >= self.config.consumer_max_size:
+                raise HeartbeatError(
+                    ErrorCode.GROUP_MAX_SIZE_REACHED,
+                    f"The consumer group has reached its maximum capacity of "
+                    f"{self.config.consumer_max_size} members.",
+                )
+            return ConsumerMember(member_id)
+        if joining:
+            # A known member rejoining (epoch 0) is answered with its current state, as Kafka
+            # 4.3 does: it gets its whole assignment back.
+            return existing
+        if req.member_epoch > existing.member_epoch or (
+            req.member_epoch < existing.member_epoch
+            and (
+                req.member_epoch != existing.previous_member_epoch
+                or not is_subset(req.owned, existing.assigned)
+            )
+        ):
+            raise HeartbeatError(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a member epoch ({req.member_epoch}) other "
+                f"than the one known by the group coordinator ({existing.member_epoch}). "
+                "The member must abandon all its partitions and rejoin.",
+            )
+        return existing
+
+    def _leave(
+        self,
+        token: int,
+        group: Group,
+        data: ConsumerGroupData,
+        req: ConsumerHeartbeat,
+        records: list[Record],
+    ) -> list[Effect]:
+        member = data.members.get(req.member_id)
+        if req.instance_id is not None:
+            static_id = data.static_members.get(req.instance_id)
+            if static_id is None:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+                )
+            if static_id != req.member_id:
+                raise HeartbeatError(
+                    ErrorCode.FENCED_INSTANCE_ID,
+                    f"Static member {req.member_id} with instance id {req.instance_id} was "
+                    f"fenced by member {static_id}.",
+                )
+        if member is None:
+            raise HeartbeatError(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {req.member_id} is not a member of group {req.group_id}.",
+            )
+        if req.member_epoch == STATIC_LEAVE_EPOCH:
+            # A static member leaving keeps its assignment for its session: the same instance
+            # may come back without a rebalance.
+            left = replace(member, member_epoch=STATIC_LEAVE_EPOCH)
+            data.put_member(left)
+            records.append(
+                (
+                    ConsumerMemberKey(CURRENT_ASSIGNMENT, req.group_id, member.member_id),
+                    _assignment_value(left),
+                )
+            )
+            data.revocation_deadlines.pop(member.member_id, None)
+        else:
+            self._fence(req.group_id, data, member.member_id, records)
+        result = HeartbeatResult(
+            ErrorCode.NONE,
+            member_id=req.member_id,
+            member_epoch=req.member_epoch,
+            heartbeat_interval_ms=0,
+        )
+        return self._commit(token, group, data, records, result)
+
+    def _fence(
+        self, group_id: str, data: ConsumerGroupData, member_id: str, records: list[Record]
+    ) -> None:
+        """Remove a member: its partitions go back to the assignor at the next heartbeat."""
+        data.remove_member(member_id)
+        records.extend(_member_tombstones(group_id, member_id))
+        data.group_epoch += 1
+        records.append(
+            (
+                ConsumerGroupKey(GROUP_METADATA, group_id),
+                GroupEpochValue(data.group_epoch, data.metadata_hash, data.creation_time_ms),
+            )
+        )
+
+    def _track_revocation(
+        self, data: ConsumerGroupData, now_member: ConsumerMember, was: ConsumerMember, now: int
+    ) -> None:
+        """A member must revoke within its rebalance timeout of being asked to."""
+        member_id = now_member.member_id
+        if now_member.state is MemberState.UNREVOKED_PARTITIONS:
+            if was.state is not MemberState.UNREVOKED_PARTITIONS or (
+                member_id not in data.revocation_deadlines
+            ):
+                data.revocation_deadlines[member_id] = now + max(now_member.rebalance_timeout_ms, 0)
+        else:
+            data.revocation_deadlines.pop(member_id, None)
+
+    # --- target assignment ----------------------------------------------------------------
+
+    def _assign(
+        self,
+        group_id: str,
+        data: ConsumerGroupData,
+        topics: TopicsView,
+        member: ConsumerMember,
+        records: list[Record],
+        now: int,
+    ) -> None:
+        """A new target assignment for the group epoch, with the preferred assignor."""
+        assignor = ASSIGNORS[_preferred_assignor(data, self.config.consumer_assignors)]
+        specs: dict[TopicId, TopicSpec] = {}
+        members: dict[str, MemberSpec] = {}
+        for m in data.members.values():
+            subscribed = _subscribed_ids(m, data, topics, specs)
+            members[m.member_id] = MemberSpec(
+                m.member_id,
+                m.instance_id,
+                m.rack_id,
+                subscribed,
+                data.targets.get(m.member_id, EMPTY_ASSIGNMENT),
+            )
+        result = assignor.assign(members, specs)
+        for member_id in members:
+            target = {t: frozenset(p) for t, p in result.get(member_id, {}).items() if p}
+            if target != data.targets.get(member_id):
+                data.targets[member_id] = target
+                records.append(
+                    (
+                        ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, group_id, member_id),
+                        TargetMemberValue(_sorted(target)),
+                    )
+                )
+        data.assignment_epoch = data.group_epoch
+        records.append(
+            (
+                ConsumerGroupKey(TARGET_ASSIGNMENT_METADATA, group_id),
+                TargetEpochValue(data.assignment_epoch, now),
+            )
+        )
+
+    def _resolve_regexes(
+        self,
+        group_id: str,
+        data: ConsumerGroupData,
+        topics: TopicsView,
+        now: int,
+        records: list[Record],
+    ) -> bool:
+        """Evaluate the members' regexes that are new or older than the topics; drop those
+        no member uses. True when what they match changed."""
+        used = {m.subscribed_topic_regex for m in data.members.values()}
+        changed = False
+        for regex in list(data.regexes):
+            if regex not in used:
+                del data.regexes[regex]
+                records.append((RegexKey(group_id, regex), None))
+                changed = True
+        names: list[str] | None = None
+        for regex in sorted(r for r in used if r):
+            known = data.regexes.get(regex)
+            if known is not None and known.version == topics.version:
+                continue
+            if names is None:
+                names = sorted(topics.names())
+            pattern = Regex(regex)
+            matched = frozenset(n for n in names if pattern.matches(n))
+            data.regexes[regex] = ResolvedRegex(matched, topics.version, now)
+            records.append(
+                (RegexKey(group_id, regex), RegexValue(tuple(sorted(matched)), topics.version, now))
+            )
+            changed |= known is None or known.topics != matched
+        return changed
+
+    # --- persistence ----------------------------------------------------------------------
+
+    def _commit(
+        self,
+        token: int,
+        group: Group,
+        data: ConsumerGroupData,
+        records: list[Record],
+        result: HeartbeatResult,
+    ) -> list[Effect]:
+        if not records:
+            self._install(group, data)
+            return [Reply(token, result)]
+
+        def stored() -> list[Effect]:
+            return [Reply(token, result)]
+
+        def failed(error: ErrorCode) -> list[Effect]:
+            return [Reply(token, HeartbeatResult(error, member_id=result.member_id))]
+
+        return [self._store_change(group.group_id, data, records, stored, failed)]
+
+    def _store_change(
+        self,
+        group_id: str,
+        data: ConsumerGroupData,
+        records: list[Record],
+        on_stored: Callable[[], list[Effect]],
+        on_failed: Callable[[ErrorCode], list[Effect]],
+    ) -> StoreRecords:
+        self._next_change_id += 1
+        change_id = self._next_change_id
+        self._changes[change_id] = _PendingChange(group_id, data, on_stored, on_failed)
+        self._writing[group_id] = change_id
+        return StoreRecords(change_id, group_id, tuple(records))
+
+    def records_stored(self, store_id: int, error: ErrorCode) -> list[Effect]:
+        """The outcome of a ``StoreRecords`` effect. The group takes the new state only once
+        stored; then the heartbeats that waited go on, in order."""
+        change = self._changes.pop(store_id, None)
+        if change is None:
+            return []
+        if self._writing.get(change.group_id) == store_id:
+            del self._writing[change.group_id]
+        effects: list[Effect]
+        group = self._groups.get(change.group_id)
+        if error == ErrorCode.NONE and group is not None:
+            self._install(group, change.data)
+            effects = change.on_stored()
+        else:
+            effects = change.on_failed(
+                error if error != ErrorCode.NONE else ErrorCode.NOT_COORDINATOR
+            )
+        waiting = self._waiting.pop(change.group_id, deque())
+        while waiting and change.group_id not in self._writing:
+            token, req, topics = waiting.popleft()
+            effects.extend(self.consumer_heartbeat(token, req, topics))
+        if waiting:
+            self._waiting[change.group_id] = waiting
+        return effects
+
+    def _install(self, group: Group, data: ConsumerGroupData) -> None:
+        group.consumer = data
+        group.protocol_type = "consumer"
+        state = GroupState(data.state_name())
+        if state is not group.state:
+            group.transition(state, self._clock())
+        self._schedule(group)
+
+    def _drop_waiting_heartbeats(self, group_id: str) -> list[Effect]:
+        """The group is no longer ours: heartbeats waiting for it go to the new coordinator."""
+        return [
+            Reply(token, HeartbeatResult(ErrorCode.NOT_COORDINATOR))
+            for token, _, _ in self._waiting.pop(group_id, deque())
+        ]
+
+    # --- the clock ------------------------------------------------------------------------
+
+    def _expire_consumer(self, group: Group, now: int, effects: list[Effect]) -> None:
+        """Fence the members whose session ended, or that kept partitions to revoke past
+        their rebalance timeout."""
+        data = group.consumer
+        if data is None or group.group_id in self._writing:
+            return
+        expired = sorted(
+            {m for m, d in data.session_deadlines.items() if d <= now}
+            | {m for m, d in data.revocation_deadlines.items() if d <= now}
+        )
+        if not expired:
+            return
+        changed = data.copy()
+        records: list[Record] = []
+        for member_id in expired:
+            if member_id in changed.members:
+                self._fence(group.group_id, changed, member_id, records)
+            else:
+                changed.session_deadlines.pop(member_id, None)
+                changed.revocation_deadlines.pop(member_id, None)
+        if not records:
+            self._install(group, changed)
+            return
+        effects.append(
+            self._store_change(group.group_id, changed, records, list, lambda _error: [])
+        )
+
+    # --- loading --------------------------------------------------------------------------
+
+    def _load_consumer_group(self, group: Group, loaded: LoadedConsumerGroup) -> None:
+        """A consumer group replayed from its records: members keep their epochs and
+        assignments, and get a full session (and rebalance) timeout from now."""
+        now = self._clock()
+        data = ConsumerGroupData()
+        if loaded.epoch is not None:
+            data.group_epoch = loaded.epoch.epoch
+            data.metadata_hash = loaded.epoch.metadata_hash
+            data.creation_time_ms = loaded.epoch.creation_time_ms
+        if loaded.target_epoch is not None:
+            data.assignment_epoch = loaded.target_epoch.assignment_epoch
+        settings = self._consumer_settings(group.group_id)
+        for member_id, meta in loaded.members.items():
+            current = loaded.current.get(member_id)
+            member = ConsumerMember(
+                member_id,
+                meta.instance_id,
+                meta.rack_id,
+                meta.client_id,
+                meta.client_host,
+                frozenset(meta.subscribed_topic_names),
+                meta.subscribed_topic_regex,
+                meta.rebalance_timeout_ms,
+                meta.server_assignor,
+            )
+            if current is not None:
+                member = replace(
+                    member,
+                    member_epoch=current.member_epoch,
+                    previous_member_epoch=current.previous_member_epoch,
+                    state=MemberState(current.state),
+                    assigned={t: frozenset(p) for t, p in current.assigned.items()},
+                    pending_revocation={
+                        t: frozenset(p) for t, p in current.pending_revocation.items()
+                    },
+                )
+            data.put_member(member)
+            data.session_deadlines[member_id] = now + settings.session_timeout_ms
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                data.revocation_deadlines[member_id] = now + max(member.rebalance_timeout_ms, 0)
+        for member_id, target in loaded.targets.items():
+            if member_id in data.members:
+                data.targets[member_id] = {t: frozenset(p) for t, p in target.partitions.items()}
+        for regex, value in loaded.regexes.items():
+            data.regexes[regex] = ResolvedRegex(
+                frozenset(value.topics), value.version, value.timestamp
+            )
+        group.consumer = data
+        group.protocol_type = "consumer"
+        group.state = GroupState(data.state_name())
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe: the group's epochs, assignor and members, or the error."""
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return ConsumerGroupDescription(group_id, error)
+        group = self._groups.get(group_id)
+        if group is None:
+            return ConsumerGroupDescription(
+                group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+            )
+        data = group.consumer
+        if data is None:
+            return ConsumerGroupDescription(
+                group_id,
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Group {group_id} is not a consumer group.",
+            )
+        return ConsumerGroupDescription(
+            group_id,
+            ErrorCode.NONE,
+            state=data.state_name(),
+            group_epoch=data.group_epoch,
+            assignment_epoch=data.assignment_epoch,
+            assignor=_preferred_assignor(data, self.config.consumer_assignors),
+            members=tuple(
+                (m, data.targets.get(m.member_id, EMPTY_ASSIGNMENT)) for m in data.members.values()
+            ),
+        )
+
+    def consumer_group_records(self, group: Group) -> list[Record]:
+        """Tombstones for every record of a consumer group (DeleteGroups)."""
+        data = group.consumer
+        if data is None:
+            return []
+        records: list[Record] = []
+        for member_id in data.members:
+            records.extend(_member_tombstones(group.group_id, member_id))
+        records.extend((RegexKey(group.group_id, regex), None) for regex in data.regexes)
+        records.append((ConsumerGroupKey(TARGET_ASSIGNMENT_METADATA, group.group_id), None))
+        records.append((ConsumerGroupKey(GROUP_METADATA, group.group_id), None))
+        return records
+
+
+def _preferred_assignor(data: ConsumerGroupData, configured: tuple[str, ...]) -> str:
+    """The assignor most members asked for, else the first configured (Kafka's rule)."""
+    asked = Counter(m.server_assignor for m in data.members.values() if m.server_assignor)
+    if asked:
+        return max(sorted(asked), key=lambda name: asked[name])
+    return configured[0]
+
+
+def _subscribed_names(member: ConsumerMember, data: ConsumerGroupData) -> frozenset[str]:
+    names = member.subscribed_topic_names
+    if member.subscribed_topic_regex:
+        resolved = data.regexes.get(member.subscribed_topic_regex)
+        if resolved is not None:
+            names = names | resolved.topics
+    return names
+
+
+def _subscribed_ids(
+    member: ConsumerMember,
+    data: ConsumerGroupData,
+    topics: TopicsView,
+    specs: dict[TopicId, TopicSpec] | None = None,
+) -> frozenset[TopicId]:
+    """The ids of the existing topics the member subscribes to (filling ``specs``)."""
+    ids = set()
+    for name in _subscribed_names(member, data):
+        spec = topics.topic(name)
+        if spec is not None:
+            ids.add(spec.topic_id)
+            if specs is not None:
+                specs[spec.topic_id] = spec
+    return frozenset(ids)
+
+
+def _metadata_hash(data: ConsumerGroupData, topics: TopicsView) -> int:
+    """A hash of what the subscribed topics are (ids, partition counts, racks): when it
+    changes, so may the assignment (KIP-1101's metadata hash)."""
+    names = set()
+    for member in data.members.values():
+        names |= _subscribed_names(member, data)
+    digest = hashlib.blake2b(digest_size=8)
+    for name in sorted(names):
+        spec = topics.topic(name)
+        if spec is None:
+            continue
+        digest.update(f"{name}/{spec.topic_id}/{spec.num_partitions}".encode())
+        for partition in sorted(spec.partition_racks):
+            digest.update(
+                f"/{partition}:{','.join(sorted(spec.partition_racks[partition]))}".encode()
+            )
+    return int.from_bytes(digest.digest(), "big", signed=True) or 1
+
+
+def owned_assignment(
+    topic_partitions: Iterable[tuple[uuid.UUID, Iterable[int]]] | None,
+) -> Mapping[TopicId, frozenset[int]] | None:
+    """The owned partitions of a request, as an assignment (None when not sent)."""
+    if topic_partitions is None:
+        return None
+    owned: dict[TopicId, frozenset[int]] = {}
+    for topic_id, partitions in topic_partitions:
+        owned[topic_id] = owned.get(topic_id, frozenset()) | frozenset(partitions)
+    return owned

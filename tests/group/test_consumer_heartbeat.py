@@ -1,0 +1,406 @@
+"""The consumer group protocol (KIP-848) in the pure group state machine, with a fake clock
+and a fake topic view: joining, reconciliation without a partition ever owned twice, fencing,
+leaving, static membership, regex subscriptions, timeouts and recovery from the records."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kbroker.group.assignors import TopicSpec
+from kbroker.group.consumer_group import MemberState
+from kbroker.group.events import (
+    ConsumerHeartbeat,
+    Effect,
+    GroupConfig,
+    GroupState,
+    HeartbeatResult,
+    Reply,
+    StoreRecords,
+)
+from kbroker.group.offsets_store import LoadedState, encode_key, encode_value
+from kbroker.group.state_machine import GroupStateMachine
+from wire.errors import ErrorCode as E
+
+PARTITIONS = 1
+T = uuid.UUID(int=10)
+T2 = uuid.UUID(int=11)
+G = "g"
+
+
+@dataclass
+class Topics:
+    """A TopicsView: name -> (id, partitions)."""
+
+    table: dict[str, tuple[uuid.UUID, int]] = field(default_factory=lambda: {"t": (T, 4)})
+    version: int = 1
+
+    def topic(self, name: str) -> TopicSpec | None:
+        found = self.table.get(name)
+        if found is None:
+            return None
+        return TopicSpec(found[0], name, found[1], {})
+
+    def names(self) -> Iterable[str]:
+        return list(self.table)
+
+
+class Harness:
+    def __init__(self, config: GroupConfig | None = None) -> None:
+        self.now = 1_000_000
+        self.ids = iter(f"m{i}" for i in range(100, 1000))
+        self.core = GroupStateMachine(
+            config or GroupConfig(), lambda: self.now, PARTITIONS, new_uuid=lambda: next(self.ids)
+        )
+        self.core.begin_load(0)
+        self.core.complete_load(0, LoadedState())
+        self.topics = Topics()
+        self.token = 0
+        self.replies: dict[int, HeartbeatResult] = {}
+        self.stored: list[tuple[Any, Any]] = []
+        self.held: list[StoreRecords] = []
+        self.hold = False
+
+    def perform(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Reply):
+                assert isinstance(effect.result, HeartbeatResult)
+                self.replies[effect.token] = effect.result
+            elif isinstance(effect, StoreRecords):
+                if self.hold:
+                    self.held.append(effect)
+                    continue
+                self.stored.extend(effect.records)
+                self.perform(self.core.records_stored(effect.store_id, E.NONE))
+
+    def release(self, error: E = E.NONE) -> None:
+        self.hold = False
+        held, self.held = self.held, []
+        for effect in held:
+            if error == E.NONE:
+                self.stored.extend(effect.records)
+            self.perform(self.core.records_stored(effect.store_id, error))
+
+    def heartbeat(self, member_id: str, epoch: int, **kw: Any) -> HeartbeatResult | None:
+        full = epoch == 0
+        req = ConsumerHeartbeat(
+            group_id=kw.pop("group", G),
+            member_id=member_id,
+            member_epoch=epoch,
+            instance_id=kw.pop("instance", None),
+            rack_id=None,
+            rebalance_timeout_ms=kw.pop("rebalance_timeout", 60_000 if full else -1),
+            subscribed_topic_names=kw.pop("topics", ("t",) if full else None),
+            subscribed_topic_regex=kw.pop("regex", None),
+            server_assignor=kw.pop("assignor", None),
+            owned=kw.pop("owned", {} if full else None),
+            client_id="client",
+            client_host="/127.0.0.1",
+        )
+        assert not kw, kw
+        self.token += 1
+        token = self.token
+        self.perform(self.core.consumer_heartbeat(token, req, self.topics))
+        return self.replies.get(token)
+
+    def tick(self, ms: int) -> None:
+        self.now += ms
+        self.perform(self.core.tick())
+
+    def group(self) -> Any:
+        return self.core._groups[G]
+
+    def owners_are_unique(self) -> None:
+        group = self.core._groups.get(G)
+        if group is None or group.consumer is None:
+            return
+        seen: dict[tuple[uuid.UUID, int], str] = {}
+        for member in group.consumer.members.values():
+            for assignment in (member.assigned, member.pending_revocation):
+                for topic_id, partitions in assignment.items():
+                    for p in partitions:
+                        assert (topic_id, p) not in seen, (topic_id, p, seen)
+                        seen[(topic_id, p)] = member.member_id
+
+
+def parts(result: HeartbeatResult | None) -> set[int] | None:
+    assert result is not None and result.error == E.NONE, result
+    if result.assignment is None:
+        return None
+    return set(result.assignment.get(T, frozenset()))
+
+
+def test_two_members_share_a_topic_without_owning_a_partition_twice() -> None:
+    h = Harness()
+    first = h.heartbeat("a", 0)
+    assert first is not None and (first.member_epoch, parts(first)) == (1, {0, 1, 2, 3})
+    assert first.heartbeat_interval_ms == 5_000
+    assert h.group().state is GroupState.STABLE
+    # b joins: a new target gives it two partitions, which a still owns.
+    joined = h.heartbeat("b", 0)
+    assert joined is not None and (joined.member_epoch, parts(joined)) == (2, set())
+    assert h.group().consumer.members["b"].state is MemberState.UNRELEASED_PARTITIONS
+    assert h.group().state is GroupState.RECONCILING
+    h.owners_are_unique()
+    # a must give up two partitions first: it stays at epoch 1 until it has.
+    asked = h.heartbeat("a", 1)
+    assert asked is not None and asked.member_epoch == 1
+    kept = parts(asked)
+    assert kept is not None and len(kept) == 2
+    assert h.heartbeat("b", 2) is not None and parts(h.heartbeat("b", 2)) is None
+    h.owners_are_unique()
+    done = h.heartbeat("a", 1, owned={T: frozenset(kept)})
+    assert done is not None and (done.member_epoch, done.assignment) == (2, None)
+    got = h.heartbeat("b", 2)
+    assert got is not None and parts(got) == {0, 1, 2, 3} - kept
+    assert h.group().state is GroupState.STABLE
+    h.owners_are_unique()
+
+
+def test_epochs_are_checked() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    ahead = h.heartbeat("b", 5)
+    assert ahead is not None and ahead.error == E.FENCED_MEMBER_EPOCH
+    assert (ahead.member_id, ahead.member_epoch) == (None, 0)
+    # The previous epoch with owned partitions within the assignment: its answer was lost.
+    h.heartbeat("a", 1)
+    h.heartbeat("a", 1, owned={T: frozenset({0})})
+    assert h.group().consumer.members["a"].member_epoch == 2
+    retried = h.heartbeat("a", 1, owned={T: frozenset({0})})
+    assert retried is not None and retried.error == E.NONE and retried.member_epoch == 2
+    stale = h.heartbeat("a", 1, owned={T: frozenset({0, 3})})
+    assert stale is not None and stale.error == E.FENCED_MEMBER_EPOCH
+    unknown = h.heartbeat("nobody", 3)
+    assert unknown is not None and unknown.error == E.UNKNOWN_MEMBER_ID
+    missing = h.heartbeat("a", 1, group="no-such-group")
+    assert missing is not None and missing.error == E.GROUP_ID_NOT_FOUND
+    # A known member rejoining with epoch 0 gets its state back, as Kafka 4.3 answers.
+    again = h.heartbeat("a", 0)
+    assert again is not None and again.error == E.NONE and again.member_epoch == 2
+
+
+def test_requests_kafka_refuses() -> None:
+    h = Harness()
+    cases: list[tuple[dict[str, Any], E, str]] = [
+        ({"rebalance_timeout": -1}, E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided"),
+        ({"topics": None}, E.INVALID_REQUEST, "Either SubscribedTopicNames"),
+        ({"owned": {T: frozenset({1})}}, E.INVALID_REQUEST, "TopicPartitions must be empty"),
+        ({"assignor": "zzz"}, E.UNSUPPORTED_ASSIGNOR, "ServerAssignor zzz is not supported"),
+        ({"regex": "("}, E.INVALID_REGULAR_EXPRESSION, "SubscribedTopicRegex `(`"),
+        ({"group": ""}, E.INVALID_GROUP_ID, "GroupId can't be empty"),
+    ]
+    for options, error, message in cases:
+        result = h.heartbeat("x", 0, **options)
+        assert result is not None and result.error == error, options
+        assert result.message is not None and message in result.message
+    empty_id = h.heartbeat("", 3)
+    assert empty_id is not None and empty_id.error == E.INVALID_REQUEST
+
+
+def test_leaving_and_session_timeouts_give_partitions_back() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    left = h.heartbeat("b", -1)
+    assert left is not None and (left.error, left.member_epoch) == (E.NONE, -1)
+    back = h.heartbeat("a", 1)
+    assert back is not None and parts(back) in (None, {0, 1, 2, 3})
+    assert h.group().consumer.members["a"].assigned[T] == {0, 1, 2, 3}
+    h.heartbeat("c", 0)
+    # c never heartbeats again: its session ends and it is fenced. a revokes as asked.
+    for _ in range(10):
+        h.tick(5_000)
+        a = h.group().consumer.members["a"]
+        h.heartbeat("a", a.member_epoch, owned=dict(a.assigned))
+    assert set(h.group().consumer.members) == {"a"}
+    assert h.group().consumer.members["a"].assigned[T] == {0, 1, 2, 3}
+
+
+def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
+    h = Harness()
+    h.heartbeat("a", 0, rebalance_timeout=10_000)
+    h.heartbeat("b", 0)
+    h.heartbeat("a", 1)  # asked to revoke two partitions
+    assert h.group().consumer.members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    h.tick(10_001)
+    assert "a" not in h.group().consumer.members
+    got = h.heartbeat("b", h.group().consumer.members["b"].member_epoch)
+    assert got is not None and h.group().consumer.members["b"].assigned[T] == {0, 1, 2, 3}
+
+
+def test_static_member_restarts_without_a_rebalance() -> None:
+    h = Harness()
+    h.heartbeat("a", 0, instance="i1")
+    h.heartbeat("b", 0)
+    h.heartbeat("a", 1, owned={T: frozenset(h.group().consumer.members["a"].assigned[T])})
+    h.heartbeat("b", 2)
+    epoch = h.group().consumer.group_epoch
+    a_parts = h.group().consumer.members["a"].assigned[T]
+    busy = h.heartbeat("a2", 0, instance="i1")
+    assert busy is not None and busy.error == E.UNRELEASED_INSTANCE_ID
+    left = h.heartbeat("a", -2, instance="i1")
+    assert left is not None and (left.error, left.member_epoch) == (E.NONE, -2)
+    back = h.heartbeat("a2", 0, instance="i1")
+    assert back is not None and back.error == E.NONE
+    assert parts(back) == set(a_parts) and h.group().consumer.group_epoch == epoch
+    assert set(h.group().consumer.members) == {"a2", "b"}
+    fenced = h.heartbeat("a", 2, instance="i1")
+    assert fenced is not None and fenced.error == E.FENCED_INSTANCE_ID
+
+
+def test_regex_subscription_follows_new_topics() -> None:
+    h = Harness()
+    first = h.heartbeat("a", 0, topics=None, regex="t.*")
+    assert first is not None and parts(first) == {0, 1, 2, 3}
+    h.topics.table["t2"] = (T2, 2)
+    h.topics.version += 1
+    more = h.heartbeat("a", first.member_epoch)
+    assert more is not None and more.assignment is not None
+    assert more.assignment[T2] == frozenset({0, 1})
+    assert h.group().consumer.regexes["t.*"].topics == {"t", "t2"}
+
+
+def test_heartbeats_wait_for_the_records_of_the_one_before() -> None:
+    h = Harness()
+    h.hold = True
+    assert h.heartbeat("a", 0) is None
+    assert h.heartbeat("b", 0) is None
+    assert G not in h.core._groups or h.core._groups[G].consumer is None
+    h.release()
+    # Both were answered in order once the first change was stored.
+    assert h.replies[1].member_epoch == 1 and h.replies[2].member_epoch == 2
+
+
+def test_a_failed_write_leaves_the_group_as_it_was() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.hold = True
+    h.heartbeat("b", 0)
+    h.release(E.NOT_COORDINATOR)
+    assert h.replies[2].error == E.NOT_COORDINATOR
+    assert set(h.group().consumer.members) == {"a"} and h.group().consumer.group_epoch == 1
+
+
+def _replayed(records: Iterable[tuple[Any, Any]]) -> LoadedState:
+    loaded = LoadedState()
+    for key, value in records:
+        loaded.apply(encode_key(key), encode_value(value))
+    return loaded
+
+
+def test_a_new_coordinator_resumes_from_the_records() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    h.heartbeat("a", 1)
+    before = h.group().consumer
+    other = Harness()
+    other.core.unload(0)
+    other.core.begin_load(0)
+    other.core.complete_load(0, _replayed(h.stored))
+    after = other.core._groups[G].consumer
+    assert (after.group_epoch, after.assignment_epoch) == (
+        before.group_epoch,
+        before.assignment_epoch,
+    )
+    assert after.members == before.members and after.targets == before.targets
+    assert after.owners == before.owners
+    # The reconciliation goes on where it was.
+    done = other.heartbeat("a", 1, owned=dict(after.members["a"].assigned))
+    assert done is not None and done.member_epoch == 2
+
+
+def test_deleted_member_records_are_tombstones() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.heartbeat("a", -1)
+    loaded = _replayed(h.stored)
+    group = loaded.consumer_groups[G]
+    assert group.members == {} and group.current == {} and group.targets == {}
+    assert group.epoch is not None and group.epoch.epoch == 2
+
+
+# --- random schedules ------------------------------------------------------------------------
+
+Op = tuple[str, int]
+OPS = st.lists(
+    st.tuples(st.sampled_from(["join", "heartbeat", "leave", "wait", "grow"]), st.integers(0, 4)),
+    max_size=40,
+)
+
+
+class Client:
+    """A well-behaved member: it owns what the coordinator last assigned it, giving up what
+    a newer assignment leaves out before its next heartbeat."""
+
+    def __init__(self, member_id: str) -> None:
+        self.member_id = member_id
+        self.epoch = 0
+        self.owned: dict[uuid.UUID, frozenset[int]] = {}
+        self.joined = False
+
+    def heartbeat(self, h: Harness) -> None:
+        result = h.heartbeat(
+            self.member_id, self.epoch, **({} if self.epoch == 0 else {"owned": dict(self.owned)})
+        )
+        assert result is not None
+        if result.error != E.NONE:
+            # Fenced or unknown: it loses everything and joins again.
+            self.epoch, self.owned = 0, {}
+            return
+        self.joined = True
+        self.epoch = result.member_epoch
+        if result.assignment is not None:
+            self.owned = {t: p for t, p in result.assignment.items() if p}
+
+
+def _no_partition_owned_twice(clients: Iterable[Client]) -> None:
+    seen: set[tuple[uuid.UUID, int]] = set()
+    for client in clients:
+        for topic_id, partitions in client.owned.items():
+            for p in partitions:
+                assert (topic_id, p) not in seen, (topic_id, p)
+                seen.add((topic_id, p))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_random_schedules_never_give_a_partition_to_two_clients(ops: list[Op]) -> None:
+    h = Harness()
+    clients = {i: Client(f"c{i}") for i in range(5)}
+    for action, who in ops:
+        client = clients[who]
+        if action in ("join", "heartbeat") and (action == "join") != client.joined:
+            client.heartbeat(h)
+        elif action == "leave" and client.joined:
+            h.heartbeat(client.member_id, -1)
+            clients[who] = Client(f"c{who}-{h.token}")
+        elif action == "wait":
+            # Long enough for a member that stopped heartbeating to be fenced.
+            h.tick(50_000)
+            for other in clients.values():
+                if other.joined:
+                    other.heartbeat(h)
+        elif action == "grow":
+            name, (topic_id, count) = "t", h.topics.table["t"]
+            h.topics.table[name] = (topic_id, min(count + 2, 12))
+            h.topics.version += 1
+        _no_partition_owned_twice(clients.values())
+        h.owners_are_unique()
+    # Quiet heartbeats from every member: the group settles with every partition assigned.
+    live = [c for c in clients.values() if c.joined]
+    for _ in range(6):
+        for client in live:
+            client.heartbeat(h)
+        _no_partition_owned_twice(live)
+    if live and G in h.core._groups:
+        assert h.group().state is GroupState.STABLE
+        count = h.topics.table["t"][1]
+        assert {p for c in live for p in c.owned.get(T, frozenset())} == set(range(count))
