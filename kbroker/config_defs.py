@@ -363,6 +363,14 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.consumer.max.size", INT, str(INT32_MAX), min=1),
     # Server-side assignors, by name or by Kafka's class name; the first is the default.
     ConfigDef("group.consumer.assignors", LIST, "uniform,range"),
+    # Which conversions a group with members may go through between the classic and the
+    # consumer protocols (kbroker/group/migration.py).
+    ConfigDef(
+        "group.consumer.migration.policy",
+        STR,
+        "bidirectional",
+        choices=("bidirectional", "upgrade", "downgrade", "disabled"),
+    ),
     # Offsets topic.
     ConfigDef("offsets.topic.replication.factor", SHORT, "3", min=1),
     ConfigDef("offsets.topic.num.partitions", INT, "50", min=1),

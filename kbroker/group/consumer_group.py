@@ -38,6 +38,21 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMembership:
+    """What a member that speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat) inside
+    a consumer group brings with it (KIP-848's online migration): its session timeout and the
+    protocols (name, subscription metadata) of its last JoinGroup, in its order of preference."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol it is answered with: its first."""
+        return self.protocols[0][0]
+
+
 class MemberState(enum.IntEnum):
     STABLE = 0
     UNREVOKED_PARTITIONS = 1
@@ -62,6 +77,8 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # Set for a member that uses the classic protocol.
+    classic: ClassicMembership | None = None
 
     def reconciled_to(self, epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == epoch
@@ -97,9 +114,11 @@ class ConsumerGroupData:
     # (topic id, partition) -> the member that owns it (assigned or pending revocation)
     owners: dict[tuple[TopicId, int], str] = field(default_factory=dict)
     regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
-    # Deadlines (not stored): a member's session, and its revocation (rebalance timeout).
+    # Deadlines (not stored): a member's session, its revocation (rebalance timeout), and a
+    # classic member's JoinGroup or SyncGroup that is due (rebalance timeout).
     session_deadlines: dict[str, int] = field(default_factory=dict)
     revocation_deadlines: dict[str, int] = field(default_factory=dict)
+    classic_deadlines: dict[str, int] = field(default_factory=dict)
 
     def copy(self) -> ConsumerGroupData:
         return ConsumerGroupData(
@@ -114,6 +133,7 @@ class ConsumerGroupData:
             dict(self.regexes),
             dict(self.session_deadlines),
             dict(self.revocation_deadlines),
+            dict(self.classic_deadlines),
         )
 
     def put_member(self, member: ConsumerMember) -> None:
@@ -136,6 +156,7 @@ class ConsumerGroupData:
         self.targets.pop(member_id, None)
         self.session_deadlines.pop(member_id, None)
         self.revocation_deadlines.pop(member_id, None)
+        self.classic_deadlines.pop(member_id, None)
         if member.instance_id is not None and self.static_members.get(member.instance_id) == (
             member_id
         ):
@@ -161,6 +182,25 @@ class ConsumerGroupData:
 
     def owner_of(self, topic_id: TopicId, partition: int) -> str | None:
         return self.owners.get((topic_id, partition))
+
+    def waits_on_others(self, member: ConsumerMember) -> bool:
+        """Whether a partition of the member's target is still owned by another member."""
+        target = self.targets.get(member.member_id, EMPTY_ASSIGNMENT)
+        for topic_id, partitions in target.items():
+            for p in partitions - member.assigned.get(topic_id, frozenset()):
+                owner = self.owners.get((topic_id, p))
+                if owner is not None and owner != member.member_id:
+                    return True
+        return False
+
+    def only_classic_members_besides(self, member_id: str) -> bool:
+        """Whether ``member_id`` is the only member that uses the consumer protocol."""
+        member = self.members.get(member_id)
+        return (
+            member is not None
+            and member.classic is None
+            and all(m.classic is not None for m in self.members.values() if m is not member)
+        )
 
     def state_name(self) -> str:
         """Kafka's ConsumerGroupState name."""

@@ -48,6 +48,7 @@ from kbroker.group.consumer_group import (
     is_subset,
     reconcile,
 )
+from kbroker.group.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
 from kbroker.group.consumer_records import (
     CURRENT_ASSIGNMENT,
     GROUP_METADATA,
@@ -71,11 +72,15 @@ from kbroker.group.events import (
     GroupConfig,
     GroupState,
     HeartbeatResult,
+    JoinResult,
+    LeaveResult,
     Record,
     Reply,
     StoreRecords,
+    SyncResult,
 )
 from kbroker.group.model import Group
+from kbroker.group.offsets_store import GroupKey
 from kbroker.regex import InvalidRegex, Regex
 from wire.errors import ErrorCode
 
@@ -92,9 +97,26 @@ class TopicsView(Protocol):
 
     def topic(self, name: str) -> TopicSpec | None: ...
 
+    def name_of(self, topic_id: TopicId) -> str | None: ...
+
     def names(self) -> Iterable[str]:
         """Every topic a regex may match (internal topics excluded)."""
         ...
+
+
+class NoTopics:
+    """A TopicsView of a cluster without topics."""
+
+    version = 0
+
+    def topic(self, name: str) -> TopicSpec | None:
+        return None
+
+    def name_of(self, topic_id: TopicId) -> str | None:
+        return None
+
+    def names(self) -> Iterable[str]:
+        return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +131,13 @@ class ConsumerGroupSettings:
 
 @dataclass(slots=True)
 class _PendingChange:
+    """Records being stored for a group; ``on_stored`` installs the change and answers."""
+
     group_id: str
-    data: ConsumerGroupData
     on_stored: Callable[[], list[Effect]]
     on_failed: Callable[[ErrorCode], list[Effect]]
+    # The consumer group state it installs, if any.
+    data: ConsumerGroupData | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +163,22 @@ class HeartbeatError(Exception):
         self.message = message
 
 
+# A request waiting behind a group's write: how to handle it, and how to refuse it.
+Handle = Callable[[], list[Effect]]
+Drop = Callable[[ErrorCode], list[Effect]]
+
+
+def _failed(
+    result: HeartbeatResult | JoinResult | LeaveResult, error: ErrorCode
+) -> HeartbeatResult | JoinResult | LeaveResult:
+    """The answer to a request whose records could not be stored."""
+    if isinstance(result, HeartbeatResult):
+        return HeartbeatResult(error, member_id=result.member_id)
+    if isinstance(result, JoinResult):
+        return JoinResult(error, result.member_id)
+    return LeaveResult(error)
+
+
 def _full_request(req: ConsumerHeartbeat) -> bool:
     """A request with every optional field set: the member (re)states everything, and gets its
     whole assignment back (Kafka's rule)."""
@@ -148,17 +189,7 @@ def _full_request(req: ConsumerHeartbeat) -> bool:
     )
 
 
-def _records_of_member(group_id: str, member: ConsumerMember) -> list[Record]:
-    return [
-        (ConsumerMemberKey(MEMBER_METADATA, group_id, member.member_id), _metadata_value(member)),
-        (
-            ConsumerMemberKey(CURRENT_ASSIGNMENT, group_id, member.member_id),
-            _assignment_value(member),
-        ),
-    ]
-
-
-def _metadata_value(member: ConsumerMember) -> MemberMetadataValue:
+def metadata_value(member: ConsumerMember) -> MemberMetadataValue:
     return MemberMetadataValue(
         member.instance_id,
         member.rack_id,
@@ -168,24 +199,25 @@ def _metadata_value(member: ConsumerMember) -> MemberMetadataValue:
         member.subscribed_topic_regex,
         member.rebalance_timeout_ms,
         member.server_assignor,
+        member.classic,
     )
 
 
-def _sorted(assignment: Assignment) -> dict[TopicId, tuple[int, ...]]:
+def sorted_assignment(assignment: Assignment) -> dict[TopicId, tuple[int, ...]]:
     return {t: tuple(sorted(p)) for t, p in assignment.items() if p}
 
 
-def _assignment_value(member: ConsumerMember) -> CurrentAssignmentValue:
+def assignment_value(member: ConsumerMember) -> CurrentAssignmentValue:
     return CurrentAssignmentValue(
         member.member_epoch,
         member.previous_member_epoch,
         int(member.state),
-        _sorted(member.assigned),
-        _sorted(member.pending_revocation),
+        sorted_assignment(member.assigned),
+        sorted_assignment(member.pending_revocation),
     )
 
 
-def _member_tombstones(group_id: str, member_id: str) -> list[Record]:
+def member_tombstones(group_id: str, member_id: str) -> list[Record]:
     return [
         (ConsumerMemberKey(CURRENT_ASSIGNMENT, group_id, member_id), None),
         (ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), None),
@@ -207,29 +239,57 @@ class ConsumerGroupProtocol:
 
         def _schedule(self, group: Group) -> None: ...
 
+        # Online migration between the protocols (kbroker/group/migration.py).
+        def _may_upgrade(self, group: Group) -> bool: ...
+
+        def _upgrade(self, group: Group, records: list[Record]) -> ConsumerGroupData: ...
+
+        def _may_downgrade(self, data: ConsumerGroupData, leaving_id: str) -> bool: ...
+
+        def _downgrade(
+            self,
+            group: Group,
+            data: ConsumerGroupData,
+            leaving_id: str | None,
+            records: list[Record],
+            answer: Callable[[], list[Effect]],
+            refuse: Callable[[ErrorCode], list[Effect]],
+        ) -> StoreRecords: ...
+
     def _init_consumer_protocol(
-        self, settings: Callable[[str], ConsumerGroupSettings] | None = None
+        self, settings: Callable[[str], ConsumerGroupSettings] | None, topics: TopicsView
     ) -> None:
         default = ConsumerGroupSettings(
             self.config.consumer_session_timeout_ms, self.config.consumer_heartbeat_interval_ms
         )
         self._consumer_settings = settings or (lambda _group_id: default)
+        self._topics = topics
         self._changes: dict[int, _PendingChange] = {}
         self._next_change_id = 0
-        # group id -> the change being stored, and the heartbeats waiting behind it.
+        # group id -> the change being stored, and the requests waiting behind it (each
+        # handled in turn once it is stored, so that each sees the state the last one left).
         self._writing: dict[str, int] = {}
-        self._waiting: dict[str, deque[tuple[int, ConsumerHeartbeat, TopicsView]]] = {}
+        self._waiting: dict[str, deque[tuple[Handle, Drop]]] = {}
+
+    def _wait_for_write(self, group_id: str, handle: Handle, drop: Drop) -> bool:
+        """Queue a request behind the group's change being stored (``drop`` answers it if
+        the group goes elsewhere meanwhile); False if no change is being stored."""
+        if group_id not in self._writing:
+            return False
+        self._waiting.setdefault(group_id, deque()).append((handle, drop))
+        return True
 
     # --- ConsumerGroupHeartbeat -----------------------------------------------------------
 
-    def consumer_heartbeat(
-        self, token: int, req: ConsumerHeartbeat, topics: TopicsView
-    ) -> list[Effect]:
-        if req.group_id in self._writing:
-            self._waiting.setdefault(req.group_id, deque()).append((token, req, topics))
+    def consumer_heartbeat(self, token: int, req: ConsumerHeartbeat) -> list[Effect]:
+        if self._wait_for_write(
+            req.group_id,
+            lambda: self.consumer_heartbeat(token, req),
+            lambda error: [Reply(token, HeartbeatResult(error))],
+        ):
             return []
         try:
-            return self._heartbeat(token, req, topics)
+            return self._heartbeat(token, req)
         except HeartbeatError as exc:
             return [Reply(token, HeartbeatResult(exc.error, exc.message))]
 
@@ -278,19 +338,13 @@ class ConsumerGroupProtocol:
                     f"expression: {exc.reason}.",
                 ) from None
 
-    def _consumer_group(self, group_id: str, create: bool) -> Group:
-        """The consumer group; an empty classic group (offsets only, from simple commits)
-        becomes one, as in Kafka."""
+    def _consumer_group(
+        self, group_id: str, create: bool, records: list[Record]
+    ) -> tuple[Group, ConsumerGroupData]:
+        """The group and a copy of its consumer-protocol state to change. A member joining
+        turns an empty classic group (offsets only) into a consumer group, and a classic group
+        with members into one when the migration policy allows (Kafka's rules)."""
         group = self._groups.get(group_id)
-        if group is not None and group.consumer is None:
-            if group.members or group.state is not GroupState.EMPTY:
-                raise HeartbeatError(
-                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
-                )
-            if not create:
-                raise HeartbeatError(
-                    ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found."
-                )
         if group is None:
             if not create:
                 raise HeartbeatError(
@@ -298,19 +352,33 @@ class ConsumerGroupProtocol:
                 )
             group = Group(group_id, GroupState.EMPTY, self._clock())
             self._groups[group_id] = group
-        return group
+            return group, ConsumerGroupData()
+        if group.consumer is not None:
+            return group, group.consumer.copy()
+        if not group.members and group.state is GroupState.EMPTY:
+            if not create:
+                raise HeartbeatError(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found."
+                )
+            if group.generation > 0:
+                records.append((GroupKey(group_id), None))
+            return group, ConsumerGroupData()
+        if not create or not self._may_upgrade(group):
+            raise HeartbeatError(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+            )
+        return group, self._upgrade(group, records)
 
-    def _heartbeat(self, token: int, req: ConsumerHeartbeat, topics: TopicsView) -> list[Effect]:
+    def _heartbeat(self, token: int, req: ConsumerHeartbeat) -> list[Effect]:
         self._validate(req)
         error = self.coordinator_error(req.group_id)
         if error is not None:
             raise HeartbeatError(error)
         now = self._clock()
-        group = self._consumer_group(req.group_id, create=req.member_epoch == JOIN_EPOCH)
-        data = group.consumer.copy() if group.consumer is not None else ConsumerGroupData()
+        records: list[Record] = []
+        group, data = self._consumer_group(req.group_id, req.member_epoch == JOIN_EPOCH, records)
         if data.creation_time_ms == -1:
             data.creation_time_ms = now
-        records: list[Record] = []
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(token, group, data, req, records)
         member_id = req.member_id or self._new_uuid()
@@ -340,55 +408,19 @@ class ConsumerGroupProtocol:
             ),
             client_id=req.client_id,
             client_host=req.client_host,
+            # A member that heartbeats this way uses the consumer protocol (now).
+            classic=None,
         )
         stored = group.consumer.members if group.consumer is not None else {}
-        new_here = updated.member_id not in stored
-        bump = data.group_epoch == 0
-        if new_here or _metadata_value(updated) != _metadata_value(member):
-            records.append(
-                (
-                    ConsumerMemberKey(MEMBER_METADATA, req.group_id, updated.member_id),
-                    _metadata_value(updated),
-                )
-            )
-            bump |= (
-                updated.subscribed_topic_names != member.subscribed_topic_names
-                or updated.subscribed_topic_regex != member.subscribed_topic_regex
-            )
-        data.put_member(updated)
-        bump |= self._resolve_regexes(req.group_id, data, topics, now, records)
-        metadata_hash = _metadata_hash(data, topics)
-        if metadata_hash != data.metadata_hash:
-            data.metadata_hash = metadata_hash
-            bump = True
-        if bump:
-            data.group_epoch += 1
-            records.append(
-                (
-                    ConsumerGroupKey(GROUP_METADATA, req.group_id),
-                    GroupEpochValue(data.group_epoch, data.metadata_hash, data.creation_time_ms),
-                )
-            )
-        if data.group_epoch > data.assignment_epoch:
-            self._assign(req.group_id, data, topics, updated, records, now)
-        before = data.members[updated.member_id]
-        reconciled = reconcile(
-            before,
-            data.assignment_epoch,
-            data.targets.get(before.member_id, EMPTY_ASSIGNMENT),
-            _subscribed_ids(before, data, topics),
+        reconciled = self._update_member(
+            req.group_id,
+            data,
+            member,
+            updated,
             req.owned,
-            data.owner_of,
+            updated.member_id not in stored,
+            records,
         )
-        if reconciled != before or new_here:
-            data.put_member(reconciled)
-            records.append(
-                (
-                    ConsumerMemberKey(CURRENT_ASSIGNMENT, req.group_id, reconciled.member_id),
-                    _assignment_value(reconciled),
-                )
-            )
-        self._track_revocation(data, reconciled, member, now)
         data.session_deadlines[reconciled.member_id] = now + settings.session_timeout_ms
         send = _full_request(req) or reconciled.assigned != member.assigned
         result = HeartbeatResult(
@@ -400,6 +432,74 @@ class ConsumerGroupProtocol:
         )
         return self._commit(token, group, data, records, result)
 
+    def _update_member(
+        self,
+        group_id: str,
+        data: ConsumerGroupData,
+        member: ConsumerMember,
+        updated: ConsumerMember,
+        owned: Assignment | None,
+        new_here: bool,
+        records: list[Record],
+    ) -> ConsumerMember:
+        """Kafka's three steps for a member that heartbeats (or, with the classic protocol,
+        joins): store what changed of it, bumping the group epoch when the subscriptions or
+        their topics changed; compute a new target assignment when the group epoch is ahead;
+        reconcile the member towards its target. ``owned``: what it says it owns (None: not
+        said); ``new_here``: it has no records yet. Returns the member as reconciled."""
+        now = self._clock()
+        bump = data.group_epoch == 0
+        if new_here or metadata_value(updated) != metadata_value(member):
+            records.append(
+                (
+                    ConsumerMemberKey(MEMBER_METADATA, group_id, updated.member_id),
+                    metadata_value(updated),
+                )
+            )
+            bump |= (
+                updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex
+            )
+        data.put_member(updated)
+        bump |= self._resolve_regexes(group_id, data, now, records)
+        metadata_hash = _metadata_hash(data, self._topics)
+        if metadata_hash != data.metadata_hash:
+            data.metadata_hash = metadata_hash
+            bump = True
+        if bump:
+            self._bump_epoch(group_id, data, records)
+        if data.group_epoch > data.assignment_epoch:
+            self._assign(group_id, data, records, now)
+        before = data.members[updated.member_id]
+        reconciled = reconcile(
+            before,
+            data.assignment_epoch,
+            data.targets.get(before.member_id, EMPTY_ASSIGNMENT),
+            subscribed_ids(before, data, self._topics),
+            owned,
+            data.owner_of,
+        )
+        if reconciled != before or new_here:
+            data.put_member(reconciled)
+            records.append(
+                (
+                    ConsumerMemberKey(CURRENT_ASSIGNMENT, group_id, reconciled.member_id),
+                    assignment_value(reconciled),
+                )
+            )
+        self._track_revocation(data, reconciled, member, now)
+        return reconciled
+
+    @staticmethod
+    def _bump_epoch(group_id: str, data: ConsumerGroupData, records: list[Record]) -> None:
+        data.group_epoch += 1
+        records.append(
+            (
+                ConsumerGroupKey(GROUP_METADATA, group_id),
+                GroupEpochValue(data.group_epoch, data.metadata_hash, data.creation_time_ms),
+            )
+        )
+
     def _member_for(
         self, data: ConsumerGroupData, req: ConsumerHeartbeat, member_id: str, records: list[Record]
     ) -> ConsumerMember:
@@ -410,7 +510,9 @@ class ConsumerGroupProtocol:
             static_id = data.static_members.get(req.instance_id)
             static = data.members.get(static_id) if static_id is not None else None
             if joining and static is not None and static.member_id != member_id:
-                if static.member_epoch != STATIC_LEAVE_EPOCH:
+                # A classic member's instance may come back with the consumer protocol at any
+                # time (a rolling upgrade); a consumer one only once it has left.
+                if static.member_epoch != STATIC_LEAVE_EPOCH and static.classic is None:
                     raise HeartbeatError(
                         ErrorCode.UNRELEASED_INSTANCE_ID,
                         f"Static member {member_id} with instance id {req.instance_id} cannot "
@@ -419,22 +521,7 @@ class ConsumerGroupProtocol:
                     )
                 # The instance restarted within its session: it takes over the assignment
                 # of the member it replaces, without a rebalance.
-                target = data.targets.get(static.member_id)
-                data.remove_member(static.member_id)
-                records.extend(_member_tombstones(req.group_id, static.member_id))
-                replaced = replace(
-                    static, member_id=member_id, member_epoch=0, previous_member_epoch=0
-                )
-                data.put_member(replaced)
-                if target is not None:
-                    data.targets[member_id] = target
-                    records.append(
-                        (
-                            ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, req.group_id, member_id),
-                            TargetMemberValue(_sorted(target)),
-                        )
-                    )
-                return replaced
+                return self._replace_static(req.group_id, data, static, member_id, records)
             if not joining:
                 if static is None:
                     raise HeartbeatError(
@@ -480,6 +567,30 @@ class ConsumerGroupProtocol:
             )
         return existing
 
+    @staticmethod
+    def _replace_static(
+        group_id: str,
+        data: ConsumerGroupData,
+        static: ConsumerMember,
+        member_id: str,
+        records: list[Record],
+    ) -> ConsumerMember:
+        """A new member id for a static member's instance: it takes over the assignment."""
+        target = data.targets.get(static.member_id)
+        data.remove_member(static.member_id)
+        records.extend(member_tombstones(group_id, static.member_id))
+        replaced = replace(static, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+        data.put_member(replaced)
+        if target is not None:
+            data.targets[member_id] = target
+            records.append(
+                (
+                    ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, group_id, member_id),
+                    TargetMemberValue(sorted_assignment(target)),
+                )
+            )
+        return replaced
+
     def _leave(
         self,
         token: int,
@@ -514,18 +625,27 @@ class ConsumerGroupProtocol:
             records.append(
                 (
                     ConsumerMemberKey(CURRENT_ASSIGNMENT, req.group_id, member.member_id),
-                    _assignment_value(left),
+                    assignment_value(left),
                 )
             )
             data.revocation_deadlines.pop(member.member_id, None)
-        else:
-            self._fence(req.group_id, data, member.member_id, records)
         result = HeartbeatResult(
             ErrorCode.NONE,
             member_id=req.member_id,
             member_epoch=req.member_epoch,
             heartbeat_interval_ms=0,
         )
+        if req.member_epoch == LEAVE_EPOCH:
+            if self._may_downgrade(data, member.member_id):
+
+                def answer() -> list[Effect]:
+                    return [Reply(token, result)]
+
+                def refuse(error: ErrorCode) -> list[Effect]:
+                    return [Reply(token, HeartbeatResult(error, member_id=result.member_id))]
+
+                return [self._downgrade(group, data, member.member_id, records, answer, refuse)]
+            self._fence(req.group_id, data, member.member_id, records)
         return self._commit(token, group, data, records, result)
 
     def _fence(
@@ -533,14 +653,8 @@ class ConsumerGroupProtocol:
     ) -> None:
         """Remove a member: its partitions go back to the assignor at the next heartbeat."""
         data.remove_member(member_id)
-        records.extend(_member_tombstones(group_id, member_id))
-        data.group_epoch += 1
-        records.append(
-            (
-                ConsumerGroupKey(GROUP_METADATA, group_id),
-                GroupEpochValue(data.group_epoch, data.metadata_hash, data.creation_time_ms),
-            )
-        )
+        records.extend(member_tombstones(group_id, member_id))
+        self._bump_epoch(group_id, data, records)
 
     def _track_revocation(
         self, data: ConsumerGroupData, now_member: ConsumerMember, was: ConsumerMember, now: int
@@ -558,20 +672,14 @@ class ConsumerGroupProtocol:
     # --- target assignment ----------------------------------------------------------------
 
     def _assign(
-        self,
-        group_id: str,
-        data: ConsumerGroupData,
-        topics: TopicsView,
-        member: ConsumerMember,
-        records: list[Record],
-        now: int,
+        self, group_id: str, data: ConsumerGroupData, records: list[Record], now: int
     ) -> None:
         """A new target assignment for the group epoch, with the preferred assignor."""
         assignor = ASSIGNORS[_preferred_assignor(data, self.config.consumer_assignors)]
         specs: dict[TopicId, TopicSpec] = {}
         members: dict[str, MemberSpec] = {}
         for m in data.members.values():
-            subscribed = _subscribed_ids(m, data, topics, specs)
+            subscribed = subscribed_ids(m, data, self._topics, specs)
             members[m.member_id] = MemberSpec(
                 m.member_id,
                 m.instance_id,
@@ -587,7 +695,7 @@ class ConsumerGroupProtocol:
                 records.append(
                     (
                         ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, group_id, member_id),
-                        TargetMemberValue(_sorted(target)),
+                        TargetMemberValue(sorted_assignment(target)),
                     )
                 )
         data.assignment_epoch = data.group_epoch
@@ -599,12 +707,7 @@ class ConsumerGroupProtocol:
         )
 
     def _resolve_regexes(
-        self,
-        group_id: str,
-        data: ConsumerGroupData,
-        topics: TopicsView,
-        now: int,
-        records: list[Record],
+        self, group_id: str, data: ConsumerGroupData, now: int, records: list[Record]
     ) -> bool:
         """Evaluate the members' regexes that are new or older than the topics; drop those
         no member uses. True when what they match changed."""
@@ -618,15 +721,16 @@ class ConsumerGroupProtocol:
         names: list[str] | None = None
         for regex in sorted(r for r in used if r):
             known = data.regexes.get(regex)
-            if known is not None and known.version == topics.version:
+            if known is not None and known.version == self._topics.version:
                 continue
             if names is None:
-                names = sorted(topics.names())
+                names = sorted(self._topics.names())
             pattern = Regex(regex)
             matched = frozenset(n for n in names if pattern.matches(n))
-            data.regexes[regex] = ResolvedRegex(matched, topics.version, now)
+            version = self._topics.version
+            data.regexes[regex] = ResolvedRegex(matched, version, now)
             records.append(
-                (RegexKey(group_id, regex), RegexValue(tuple(sorted(matched)), topics.version, now))
+                (RegexKey(group_id, regex), RegexValue(tuple(sorted(matched)), version, now))
             )
             changed |= known is None or known.topics != matched
         return changed
@@ -639,37 +743,42 @@ class ConsumerGroupProtocol:
         group: Group,
         data: ConsumerGroupData,
         records: list[Record],
-        result: HeartbeatResult,
+        result: HeartbeatResult | JoinResult | LeaveResult,
     ) -> list[Effect]:
+        """Install ``data`` and answer ``result`` once ``records`` are stored."""
         if not records:
-            self._install(group, data)
-            return [Reply(token, result)]
+            return [*self._install(group, data), Reply(token, result)]
 
         def stored() -> list[Effect]:
-            return [Reply(token, result)]
+            return [*self._install(group, data), Reply(token, result)]
 
         def failed(error: ErrorCode) -> list[Effect]:
-            return [Reply(token, HeartbeatResult(error, member_id=result.member_id))]
+            return [Reply(token, _failed(result, error))]
 
-        return [self._store_change(group.group_id, data, records, stored, failed)]
+        return [self._store_change(group.group_id, records, stored, failed, data)]
 
     def _store_change(
         self,
         group_id: str,
-        data: ConsumerGroupData,
         records: list[Record],
         on_stored: Callable[[], list[Effect]],
         on_failed: Callable[[ErrorCode], list[Effect]],
+        data: ConsumerGroupData | None = None,
     ) -> StoreRecords:
         self._next_change_id += 1
         change_id = self._next_change_id
-        self._changes[change_id] = _PendingChange(group_id, data, on_stored, on_failed)
+        self._changes[change_id] = _PendingChange(group_id, on_stored, on_failed, data)
         self._writing[group_id] = change_id
         return StoreRecords(change_id, group_id, tuple(records))
 
+    def _pending_data(self, group_id: str) -> ConsumerGroupData | None:
+        """The consumer group state the group's change being stored will install."""
+        change_id = self._writing.get(group_id)
+        return self._changes[change_id].data if change_id is not None else None
+
     def records_stored(self, store_id: int, error: ErrorCode) -> list[Effect]:
         """The outcome of a ``StoreRecords`` effect. The group takes the new state only once
-        stored; then the heartbeats that waited go on, in order."""
+        stored; then the requests that waited go on, in order."""
         change = self._changes.pop(store_id, None)
         if change is None:
             return []
@@ -678,62 +787,99 @@ class ConsumerGroupProtocol:
         effects: list[Effect]
         group = self._groups.get(change.group_id)
         if error == ErrorCode.NONE and group is not None:
-            self._install(group, change.data)
             effects = change.on_stored()
+            self._schedule(group)
         else:
             effects = change.on_failed(
                 error if error != ErrorCode.NONE else ErrorCode.NOT_COORDINATOR
             )
         waiting = self._waiting.pop(change.group_id, deque())
         while waiting and change.group_id not in self._writing:
-            token, req, topics = waiting.popleft()
-            effects.extend(self.consumer_heartbeat(token, req, topics))
+            handle, _ = waiting.popleft()
+            effects.extend(handle())
         if waiting:
             self._waiting[change.group_id] = waiting
         return effects
 
-    def _install(self, group: Group, data: ConsumerGroupData) -> None:
+    def _install(self, group: Group, data: ConsumerGroupData) -> list[Effect]:
+        """``data`` becomes the group's state. A classic group's members waiting for their
+        JoinGroup or SyncGroup are told to join again (now as members of a consumer group)."""
+        effects: list[Effect] = []
+        if group.consumer is None:
+            # The group was classic (or new): what it had of the classic protocol is gone.
+            for member in group.members.values():
+                if member.join_token is not None:
+                    effects.append(
+                        Reply(
+                            member.join_token,
+                            JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id),
+                        )
+                    )
+                if member.sync_token is not None:
+                    effects.append(
+                        Reply(member.sync_token, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+                    )
+            group.members.clear()
+            group.static_members.clear()
+            group.pending_members.clear()
+            group.pending_sync.clear()
+            group.leader_id = None
+            group.protocol_name = None
+            group.join_deadline_ms = None
+            group.sync_deadline_ms = None
         group.consumer = data
-        group.protocol_type = "consumer"
+        group.protocol_type = CONSUMER_PROTOCOL_TYPE
         state = GroupState(data.state_name())
         if state is not group.state:
             group.transition(state, self._clock())
         self._schedule(group)
+        return effects
 
-    def _drop_waiting_heartbeats(self, group_id: str) -> list[Effect]:
-        """The group is no longer ours: heartbeats waiting for it go to the new coordinator."""
-        return [
-            Reply(token, HeartbeatResult(ErrorCode.NOT_COORDINATOR))
-            for token, _, _ in self._waiting.pop(group_id, deque())
-        ]
+    def _drop_waiting(self, group_id: str) -> list[Effect]:
+        """The group is no longer ours: requests waiting for it go to the new coordinator."""
+        effects: list[Effect] = []
+        for _, drop in self._waiting.pop(group_id, deque()):
+            effects.extend(drop(ErrorCode.NOT_COORDINATOR))
+        return effects
 
     # --- the clock ------------------------------------------------------------------------
 
     def _expire_consumer(self, group: Group, now: int, effects: list[Effect]) -> None:
-        """Fence the members whose session ended, or that kept partitions to revoke past
-        their rebalance timeout."""
+        """Fence the members whose session ended, that kept partitions to revoke past their
+        rebalance timeout, or (classic members) did not join or sync in time."""
         data = group.consumer
         if data is None or group.group_id in self._writing:
             return
         expired = sorted(
             {m for m, d in data.session_deadlines.items() if d <= now}
             | {m for m, d in data.revocation_deadlines.items() if d <= now}
+            | {m for m, d in data.classic_deadlines.items() if d <= now}
         )
         if not expired:
             return
         changed = data.copy()
         records: list[Record] = []
         for member_id in expired:
-            if member_id in changed.members:
-                self._fence(group.group_id, changed, member_id, records)
-            else:
+            if member_id not in changed.members:
                 changed.session_deadlines.pop(member_id, None)
                 changed.revocation_deadlines.pop(member_id, None)
+                changed.classic_deadlines.pop(member_id, None)
+            elif self._may_downgrade(changed, member_id):
+                effects.append(
+                    self._downgrade(group, changed, member_id, records, list, lambda _error: [])
+                )
+                return
+            else:
+                self._fence(group.group_id, changed, member_id, records)
         if not records:
-            self._install(group, changed)
+            effects.extend(self._install(group, changed))
             return
+
+        def stored() -> list[Effect]:
+            return self._install(group, changed)
+
         effects.append(
-            self._store_change(group.group_id, changed, records, list, lambda _error: [])
+            self._store_change(group.group_id, records, stored, lambda _error: [], changed)
         )
 
     # --- loading --------------------------------------------------------------------------
@@ -762,6 +908,7 @@ class ConsumerGroupProtocol:
                 meta.subscribed_topic_regex,
                 meta.rebalance_timeout_ms,
                 meta.server_assignor,
+                classic=meta.classic,
             )
             if current is not None:
                 member = replace(
@@ -775,7 +922,12 @@ class ConsumerGroupProtocol:
                     },
                 )
             data.put_member(member)
-            data.session_deadlines[member_id] = now + settings.session_timeout_ms
+            session_timeout_ms = (
+                meta.classic.session_timeout_ms
+                if meta.classic is not None
+                else settings.session_timeout_ms
+            )
+            data.session_deadlines[member_id] = now + session_timeout_ms
             if member.state is MemberState.UNREVOKED_PARTITIONS:
                 data.revocation_deadlines[member_id] = now + max(member.rebalance_timeout_ms, 0)
         for member_id, target in loaded.targets.items():
@@ -825,7 +977,7 @@ class ConsumerGroupProtocol:
             return []
         records: list[Record] = []
         for member_id in data.members:
-            records.extend(_member_tombstones(group.group_id, member_id))
+            records.extend(member_tombstones(group.group_id, member_id))
         records.extend((RegexKey(group.group_id, regex), None) for regex in data.regexes)
         records.append((ConsumerGroupKey(TARGET_ASSIGNMENT_METADATA, group.group_id), None))
         records.append((ConsumerGroupKey(GROUP_METADATA, group.group_id), None))
@@ -849,7 +1001,7 @@ def _subscribed_names(member: ConsumerMember, data: ConsumerGroupData) -> frozen
     return names
 
 
-def _subscribed_ids(
+def subscribed_ids(
     member: ConsumerMember,
     data: ConsumerGroupData,
     topics: TopicsView,

@@ -28,11 +28,24 @@ def _split(data: bytes, newest: int) -> tuple[int, memoryview]:
     return min(version, newest), memoryview(data)[2:]
 
 
+def decode_subscription(metadata: bytes) -> ConsumerProtocolSubscription:
+    """A consumer's JoinGroup metadata; DecodeError if it is not the consumer protocol's."""
+    version, body = _split(metadata, ConsumerProtocolSubscription.MAX_VERSION)
+    return ConsumerProtocolSubscription.read(Reader(body), version)
+
+
 def subscribed_topics(metadata: bytes) -> list[str]:
     """The topics a consumer subscribes to; DecodeError if the metadata is not the consumer
     protocol's."""
-    version, body = _split(metadata, ConsumerProtocolSubscription.MAX_VERSION)
-    return list(ConsumerProtocolSubscription.read(Reader(body), version).topics)
+    return list(decode_subscription(metadata).topics)
+
+
+def protocol_version(metadata: bytes) -> int:
+    """The version a consumer wrote its subscription in: its assignment is written in the same
+    one, as Kafka does, so the consumer can read it (0 when it cannot be told)."""
+    if len(metadata) < 2:
+        return 0
+    return max(0, min(Reader(metadata).int16(), ConsumerProtocolAssignment.MAX_VERSION))
 
 
 def assigned_partitions(assignment: bytes) -> dict[str, list[int]]:

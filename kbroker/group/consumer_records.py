@@ -15,8 +15,8 @@ A null value (tombstone) deletes the key; deleting a group writes one for each o
   rack_id: nullable string, client_id: string, client_host: string,
   subscribed_topic_names: [string], subscribed_topic_regex: nullable string,
   rebalance_timeout_ms: int32, server_assignor: nullable string``, tagged
-  ``0: classic_member_metadata {supported_protocols: [name: string, metadata: bytes]}``
-  (for members that use the classic protocol inside a consumer group).
+  ``0: classic_member_metadata {session_timeout_ms: int32, supported_protocols: [name: string,
+  metadata: bytes]}`` (for members that use the classic protocol inside a consumer group).
 - 6, target assignment metadata: key ``group``; value ``assignment_epoch: int32``, tagged
   ``0: assignment_timestamp int64``.
 - 7, target assignment of a member: key ``group, member``; value
@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kbroker.group.consumer_group import ClassicMembership
 from wire.errors import DecodeError
 from wire.primitives import Reader, Writer
 
@@ -97,8 +98,8 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
-    # (protocol name, metadata) of a member using the classic protocol; None otherwise.
-    classic_protocols: tuple[tuple[str, bytes], ...] | None = None
+    # Set for a member that uses the classic protocol.
+    classic: ClassicMembership | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,10 +225,11 @@ def encode_consumer_value(value: ConsumerValue) -> bytes:
         w.int32(value.rebalance_timeout_ms)
         w.compact_nullable_string(value.server_assignor)
         tags = []
-        if value.classic_protocols is not None:
+        if value.classic is not None:
             classic = Writer()
-            classic.array_len(len(value.classic_protocols), True)
-            for name, metadata in value.classic_protocols:
+            classic.int32(value.classic.session_timeout_ms)
+            classic.array_len(len(value.classic.protocols), True)
+            for name, metadata in value.classic.protocols:
                 classic.compact_string(name)
                 classic.compact_bytes(metadata)
                 classic.tagged_fields([])
@@ -298,12 +300,13 @@ def decode_consumer_value(key: ConsumerKey, data: bytes | memoryview) -> Consume
         classic = None
         if 0 in tags:
             cr = Reader(tags[0])
+            session_timeout_ms = cr.int32()
             protocols = []
             for _ in range(cr.array_len(True)):
                 protocols.append((cr.compact_string(), cr.compact_bytes()))
                 cr.unknown_tags()
             cr.unknown_tags()
-            classic = tuple(protocols)
+            classic = ClassicMembership(session_timeout_ms, tuple(protocols))
         value = MemberMetadataValue(
             instance_id,
             rack_id,

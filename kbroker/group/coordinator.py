@@ -48,6 +48,8 @@ from kbroker.group.events import (
     HeartbeatResult,
     JoinRequest,
     JoinResult,
+    LeaveResult,
+    MigrationPolicy,
     Record,
     Reply,
     StoreRecords,
@@ -94,6 +96,9 @@ class TxnOffsetVerification:
     add: bool
     abortable_known: bool
 
+
+# What the core answers a request with.
+Result = JoinResult | SyncResult | HeartbeatResult | LeaveResult
 
 # A JoinGroup/SyncGroup is answered by the core within the rebalance timeout (plus the initial
 # delay); this margin only bounds the wait should that ever fail.
@@ -175,6 +180,7 @@ def group_config(broker: Broker) -> GroupConfig:
         consumer_heartbeat_interval_ms=config.get("group.consumer.heartbeat.interval.ms"),
         consumer_max_size=config.get("group.consumer.max.size"),
         consumer_assignors=_assignor_names(config.get("group.consumer.assignors")),
+        consumer_migration_policy=MigrationPolicy(config.get("group.consumer.migration.policy")),
     )
 
 
@@ -196,13 +202,14 @@ class GroupCoordinator:
             ),
             self,
         )
+        self.topics = MetadataTopics(broker.metadata)
         self.core = GroupStateMachine(
             group_config(broker),
             lambda: int(broker.clock() * 1000),
             config.offsets_topic_num_partitions,
+            topics=self.topics,
         )
-        self.topics = MetadataTopics(broker.metadata)
-        self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult | HeartbeatResult]] = {}
+        self._waiters: dict[int, asyncio.Future[Result]] = {}
         self._next_token = 0
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -360,12 +367,8 @@ class GroupCoordinator:
         for group_id, group_records in by_group.items():
             self.append(group_id, group_records)
 
-    async def _wait(
-        self, token: int, effects: list[Effect], timeout_ms: int
-    ) -> JoinResult | SyncResult | HeartbeatResult:
-        future: asyncio.Future[JoinResult | SyncResult | HeartbeatResult] = (
-            asyncio.get_running_loop().create_future()
-        )
+    async def _wait(self, token: int, effects: list[Effect], timeout_ms: int) -> Result:
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         self._waiters[token] = future
         self._perform(effects)
         try:
@@ -431,7 +434,7 @@ class GroupCoordinator:
     async def consumer_heartbeat(self, req: ConsumerHeartbeat) -> HeartbeatResult:
         """ConsumerGroupHeartbeat (KIP-848): answered once the group's records are stored."""
         token = self._token()
-        effects = self.core.consumer_heartbeat(token, req, self.topics)
+        effects = self.core.consumer_heartbeat(token, req)
         bound = self._broker.config.get("offsets.commit.timeout.ms")
         result = await self._wait(token, effects, bound)
         assert isinstance(result, HeartbeatResult)
@@ -447,12 +450,16 @@ class GroupCoordinator:
         self._wake.set()
         return error
 
-    def leave(
+    async def leave(
         self, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
-        error, errors, effects = self.core.leave(group_id, members)
-        self._perform(effects)
-        return error, errors
+        """LeaveGroup: answered at once for a classic group, once the members' removal is
+        stored for a consumer group (KIP-848's classic members)."""
+        token = self._token()
+        bound = self._broker.config.get("offsets.commit.timeout.ms")
+        result = await self._wait(token, self.core.leave(token, group_id, members), bound)
+        assert isinstance(result, LeaveResult)
+        return result.error, list(result.member_errors)
 
     async def commit_offsets(
         self,

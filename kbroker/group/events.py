@@ -32,6 +32,23 @@ class GroupState(enum.Enum):
 CAN_REBALANCE = (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
 
 
+class MigrationPolicy(enum.Enum):
+    """group.consumer.migration.policy (KIP-848's online migration)."""
+
+    BIDIRECTIONAL = "bidirectional"
+    UPGRADE = "upgrade"
+    DOWNGRADE = "downgrade"
+    DISABLED = "disabled"
+
+    @property
+    def upgrades(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.UPGRADE)
+
+    @property
+    def downgrades(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.DOWNGRADE)
+
+
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
     min_session_timeout_ms: int = 6000
@@ -48,6 +65,9 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy: which conversions between the classic and the consumer
+    # protocols a group may go through while members are in it.
+    consumer_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +125,17 @@ class SyncResult:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaveResult:
+    """A LeaveGroup's answer: the request's error and one per member leaving."""
+
+    error: ErrorCode
+    member_errors: tuple[ErrorCode, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     token: int
-    result: JoinResult | SyncResult | HeartbeatResult
+    result: JoinResult | SyncResult | HeartbeatResult | LeaveResult
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from kbroker.group.consumer_group import ConsumerMember
 from kbroker.group.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
 from kbroker.group.events import (
     GroupConfig,
@@ -131,9 +132,7 @@ class GroupOffsets:
         member = group.consumer.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member.member_epoch != member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        return _epoch_check(member, member_epoch)
 
     def add_pending_txn_offsets(
         self, group_id: str, producer_id: int, offsets: dict[TopicPartition, OffsetValue]
@@ -339,7 +338,8 @@ def _consumer_member_check(
 ) -> ErrorCode:
     """An offset commit to a consumer group (Kafka's ConsumerGroup.validateOffsetCommit):
     without a member epoch only while the group has no member; otherwise from a member at
-    its current epoch, with OffsetCommit v9+ (``version`` None: a TxnOffsetCommit)."""
+    its current epoch, with OffsetCommit v9+ unless it uses the classic protocol (``version``
+    None: a TxnOffsetCommit)."""
     data = group.consumer
     assert data is not None
     if member_epoch < 0 and not data.members:
@@ -347,8 +347,19 @@ def _consumer_member_check(
     member = data.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if version is not None and version < FIRST_MEMBER_EPOCH_COMMIT_VERSION:
+    if (
+        member.classic is None
+        and version is not None
+        and version < FIRST_MEMBER_EPOCH_COMMIT_VERSION
+    ):
         return ErrorCode.UNSUPPORTED_VERSION
-    if member.member_epoch != member_epoch:
-        return ErrorCode.STALE_MEMBER_EPOCH
-    return ErrorCode.NONE
+    return _epoch_check(member, member_epoch)
+
+
+def _epoch_check(member: ConsumerMember, member_epoch: int) -> ErrorCode:
+    """A member's epoch in an offset request; a classic member's is its generation."""
+    if member.member_epoch == member_epoch:
+        return ErrorCode.NONE
+    if member.classic is not None:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.STALE_MEMBER_EPOCH

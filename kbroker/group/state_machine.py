@@ -39,7 +39,12 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 
-from kbroker.group.consumer_heartbeat import ConsumerGroupProtocol, ConsumerGroupSettings
+from kbroker.group.consumer_heartbeat import (
+    ConsumerGroupProtocol,
+    ConsumerGroupSettings,
+    NoTopics,
+    TopicsView,
+)
 from kbroker.group.events import (
     CAN_REBALANCE,
     Effect,
@@ -48,11 +53,13 @@ from kbroker.group.events import (
     JoinMember,
     JoinRequest,
     JoinResult,
+    LeaveResult,
     Reply,
     StoreGroup,
     SyncRequest,
     SyncResult,
 )
+from kbroker.group.migration import ProtocolMigration
 from kbroker.group.model import Group, Member, PartitionLoad, PendingStore
 from kbroker.group.offset_operations import GroupOffsets
 from kbroker.group.offsets_store import (
@@ -70,9 +77,9 @@ log = logging.getLogger(__name__)
 # --- the state machine ----------------------------------------------------------------------
 
 
-class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol):
-    """Every classic group of the ``__consumer_offsets`` partitions this broker coordinates,
-    and their committed offsets."""
+class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol, ProtocolMigration):
+    """Every group of the ``__consumer_offsets`` partitions this broker coordinates, classic
+    and consumer (KIP-848), and their committed offsets."""
 
     def __init__(
         self,
@@ -82,9 +89,11 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol):
         *,
         new_uuid: Callable[[], str] = lambda: str(uuid.uuid4()),
         consumer_settings: Callable[[str], ConsumerGroupSettings] | None = None,
+        topics: TopicsView | None = None,
     ) -> None:
         """``consumer_settings``: a consumer group's session timeout and heartbeat interval
-        (the broker's group.consumer.* settings when not given)."""
+        (the broker's group.consumer.* settings when not given); ``topics``: the cluster's
+        topics, which consumer groups subscribe to."""
         self.config = config
         self._clock = clock
         self.num_offsets_partitions = num_offsets_partitions
@@ -94,7 +103,7 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol):
         self._timers: list[tuple[int, str]] = []
         self._stores: dict[int, PendingStore] = {}
         self._next_store_id = 0
-        self._init_consumer_protocol(consumer_settings)
+        self._init_consumer_protocol(consumer_settings, topics or NoTopics())
 
     # --- ownership of offsets-topic partitions --------------------------------------------
 
@@ -187,7 +196,7 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol):
             group = self._groups.pop(group_id)
             for m in group.members.values():
                 self._fail_pending(m, ErrorCode.NOT_COORDINATOR, effects)
-            effects.extend(self._drop_waiting_heartbeats(group_id))
+            effects.extend(self._drop_waiting(group_id))
         for store_id in [s for s, p in self._stores.items() if p.group_id not in self._groups]:
             del self._stores[store_id]
         return effects
@@ -286,7 +295,17 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol):
             <= self.config.max_session_timeout_ms
         ):
             return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
+        if self._wait_for_write(
+            req.group_id,
+            lambda: self.join(token, req),
+            lambda error: [Reply(token, JoinResult(error, req.member_id))],
+        ):
+            return effects
         group = self._groups.get(req.group_id)
+        if group is not None and group.consumer is not None:
+            if group.consumer.members:
+                return self._classic_join(token, group, req)
+            effects.append(self._empty_consumer_to_classic(group))
         if group is None:
             if req.member_id:
                 return fail(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -691,9 +710,19 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol):
         error = self.coordinator_error(req.group_id)
         if error is not None:
             return fail(error)
+        if self._wait_for_write(
+            req.group_id,
+            lambda: self.sync(token, req),
+            lambda error: [Reply(token, SyncResult(error))],
+        ):
+            return effects
         group = self._groups.get(req.group_id)
         if group is None:
             return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.consumer is not None:
+            if not group.consumer.members:
+                return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+            return self._classic_sync(token, group, req)
         if group.static_member_fenced(req.group_instance_id, req.member_id):
             return fail(ErrorCode.FENCED_INSTANCE_ID)
         member = group.members.get(req.member_id)
@@ -788,6 +817,8 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.consumer is not None:
+            return self._classic_heartbeat(group, member_id, group_instance_id, generation_id)
         if group.static_member_fenced(group_instance_id, member_id):
             return ErrorCode.FENCED_INSTANCE_ID
         member = group.members.get(member_id)
@@ -804,23 +835,31 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol):
     # --- LeaveGroup -----------------------------------------------------------------------
 
     def leave(
-        self, group_id: str, members: Iterable[tuple[str, str | None]]
-    ) -> tuple[ErrorCode, list[ErrorCode], list[Effect]]:
-        """(member id, instance id) pairs leave; returns the request-level error, one error per
-        member, and the effects."""
+        self, token: int, group_id: str, members: Iterable[tuple[str, str | None]]
+    ) -> list[Effect]:
+        """(member id, instance id) pairs leave; answered with a ``LeaveResult``: the
+        request-level error and one error per member."""
         leaving = list(members)
-        effects: list[Effect] = []
+
+        def answer(error: ErrorCode, errors: list[ErrorCode] | None = None) -> list[Effect]:
+            return [Reply(token, LeaveResult(error, tuple(errors or ())))]
+
         if not group_id:
-            return ErrorCode.INVALID_GROUP_ID, [], effects
+            return answer(ErrorCode.INVALID_GROUP_ID)
         error = self.coordinator_error(group_id)
         if error is not None:
-            return error, [], effects
+            return answer(error)
+        if self._wait_for_write(group_id, lambda: self.leave(token, group_id, leaving), answer):
+            return []
         group = self._groups.get(group_id)
         if group is None:
-            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving), effects
+            return answer(ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving))
+        if group.consumer is not None:
+            return self._classic_leave(token, group, leaving)
+        effects: list[Effect] = []
         errors = [self._leave_one(group, m, i, effects) for m, i in leaving]
         self._schedule(group)
-        return ErrorCode.NONE, errors, effects
+        return [*effects, *answer(ErrorCode.NONE, errors)]
 
     def _leave_one(
         self, group: Group, member_id: str, instance_id: str | None, effects: list[Effect]

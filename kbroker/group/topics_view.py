@@ -5,6 +5,7 @@ regex subscriptions are evaluated again and groups rebalance when their topics c
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 
 from controller.interface import MetadataBackend, TopicInfo
@@ -41,6 +42,10 @@ class MetadataTopics:
         )
         self._specs[name] = (info, spec)
         return spec
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        info = self._metadata.topic_by_id(topic_id)
+        return info.name if info is not None else None
 
     def names(self) -> Iterable[str]:
         return [name for name, info in self._metadata.topics().items() if not info.internal]

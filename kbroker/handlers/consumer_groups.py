@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 # ConsumerGroupHeartbeat v1+: the client generates its member id (KIP-1082).
 FIRST_CLIENT_MEMBER_ID_VERSION = 1
 # KIP-1099: ConsumerGroupDescribe v1 says whether a member uses the classic protocol.
+MEMBER_TYPE_CLASSIC = 0
 MEMBER_TYPE_CONSUMER = 1
 
 
@@ -140,7 +141,9 @@ async def handle_consumer_group_describe(
                         subscribed_topic_regex=m.subscribed_topic_regex,
                         assignment=_described(broker, m.assigned),
                         target_assignment=_described(broker, target),
-                        member_type=MEMBER_TYPE_CONSUMER,
+                        member_type=(
+                            MEMBER_TYPE_CLASSIC if m.classic is not None else MEMBER_TYPE_CONSUMER
+                        ),
                     )
                     for m, target in found.members
                 ],

@@ -210,14 +210,14 @@ async def handle_leave_group(
     if not _may(broker, AclOperation.READ, request.group_id):
         return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if version < FIRST_BATCHED_LEAVE_VERSION:
-        error, errors = broker.group_coordinator.leave(
+        error, errors = await broker.group_coordinator.leave(
             request.group_id, [(request.member_id, None)]
         )
         if error == ErrorCode.NONE and errors:
             error = errors[0]
         return LeaveGroupResponse(error_code=error)
     leaving = [(m.member_id, m.group_instance_id) for m in request.members]
-    error, errors = broker.group_coordinator.leave(request.group_id, leaving)
+    error, errors = await broker.group_coordinator.leave(request.group_id, leaving)
     return LeaveGroupResponse(
         error_code=error,
         members=[

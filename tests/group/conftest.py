@@ -28,8 +28,10 @@ from kbroker.group.events import (
     Effect,
     GroupConfig,
     GroupState,
+    HeartbeatResult,
     JoinRequest,
     JoinResult,
+    LeaveResult,
     Reply,
     StoreGroup,
     SyncRequest,
@@ -55,7 +57,7 @@ class FakeClock:
 class Driver:
     sm: GroupStateMachine
     clock: FakeClock
-    replies: dict[int, JoinResult | SyncResult] = field(default_factory=dict)
+    replies: dict[int, JoinResult | SyncResult | LeaveResult] = field(default_factory=dict)
     stored: list[tuple[str, GroupValue]] = field(default_factory=list)
     held_stores: list[StoreGroup] = field(default_factory=list)
     hold_stores: bool = False
@@ -65,8 +67,10 @@ class Driver:
         for effect in effects:
             if isinstance(effect, Reply):
                 assert effect.token not in self.replies, "a request was answered twice"
+                assert not isinstance(effect.result, HeartbeatResult)
                 self.replies[effect.token] = effect.result
             else:
+                assert isinstance(effect, StoreGroup)
                 self.stored.append((effect.group_id, effect.value))
                 if self.hold_stores:
                     self.held_stores.append(effect)
@@ -137,9 +141,12 @@ class Driver:
         return self.sm.heartbeat(GROUP, member_id, instance, generation)
 
     def leave(self, *members: tuple[str, str | None]) -> tuple[ErrorCode, list[ErrorCode]]:
-        top, errors, effects = self.sm.leave(GROUP, members)
-        self.perform(effects)
-        return top, errors
+        self.next_token += 1
+        token = self.next_token
+        self.perform(self.sm.leave(token, GROUP, members))
+        result = self.replies.pop(token)
+        assert isinstance(result, LeaveResult)
+        return result.error, list(result.member_errors)
 
     def advance(self, ms: int) -> None:
         """Move the clock, firing deadlines in order as the shell's timer loop would."""

@@ -46,6 +46,9 @@ class Topics:
             return None
         return TopicSpec(found[0], name, found[1], {})
 
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        return next((name for name, (i, _) in self.table.items() if i == topic_id), None)
+
     def names(self) -> Iterable[str]:
         return list(self.table)
 
@@ -54,12 +57,16 @@ class Harness:
     def __init__(self, config: GroupConfig | None = None) -> None:
         self.now = 1_000_000
         self.ids = iter(f"m{i}" for i in range(100, 1000))
+        self.topics = Topics()
         self.core = GroupStateMachine(
-            config or GroupConfig(), lambda: self.now, PARTITIONS, new_uuid=lambda: next(self.ids)
+            config or GroupConfig(),
+            lambda: self.now,
+            PARTITIONS,
+            new_uuid=lambda: next(self.ids),
+            topics=self.topics,
         )
         self.core.begin_load(0)
         self.core.complete_load(0, LoadedState())
-        self.topics = Topics()
         self.token = 0
         self.replies: dict[int, HeartbeatResult] = {}
         self.stored: list[tuple[Any, Any]] = []
@@ -105,7 +112,7 @@ class Harness:
         assert not kw, kw
         self.token += 1
         token = self.token
-        self.perform(self.core.consumer_heartbeat(token, req, self.topics))
+        self.perform(self.core.consumer_heartbeat(token, req))
         return self.replies.get(token)
 
     def tick(self, ms: int) -> None:

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from kbroker.group.consumer_group import ClassicMembership
 from kbroker.group.consumer_records import (
     CURRENT_ASSIGNMENT,
     GROUP_METADATA,
@@ -48,7 +49,15 @@ RECORDS = [
     (
         ConsumerMemberKey(MEMBER_METADATA, "g", "m2"),
         MemberMetadataValue(
-            None, None, "c2", "/h", (), "orders-.*", 45_000, None, (("range", b"\x00\x01"),)
+            None,
+            None,
+            "c2",
+            "/h",
+            (),
+            "orders-.*",
+            45_000,
+            None,
+            ClassicMembership(10_000, (("range", b"\x00\x01"),)),
         ),
     ),
     (ConsumerGroupKey(TARGET_ASSIGNMENT_METADATA, "g"), TargetEpochValue(8, 123)),
@@ -84,6 +93,21 @@ def test_member_metadata_bytes() -> None:
         + b"\x00"  # no server assignor
         + b"\x00"  # no tagged fields
     )
+
+
+def test_classic_member_metadata_bytes() -> None:
+    """Kafka's ClassicMemberMetadata (tag 0): the session timeout, then the protocols."""
+    classic = ClassicMembership(10_000, (("range", b"\x07"),))
+    value = MemberMetadataValue(None, None, "c", "h", (), None, 30_000, None, classic)
+    tagged = (
+        struct.pack(">i", 10_000)
+        + b"\x02"  # one protocol
+        + b"\x06range"
+        + b"\x02\x07"  # its metadata
+        + b"\x00"  # the protocol's tagged fields
+        + b"\x00"  # the struct's tagged fields
+    )
+    assert encode_value(value).endswith(b"\x01\x00" + bytes([len(tagged)]) + tagged)
 
 
 def test_current_assignment_bytes() -> None:
