@@ -33,6 +33,9 @@ It is replaced whole on every change: written to ``__kbroker_metadata.json.tmp``
 renamed over the old file, then the directory is fsynced (DESIGN rule 6), so a crash leaves
 either the old or the new state.
 
+``<first log dir>/producer-id-block``: the producer id blocks given out
+(controller/producer_id_blocks.py).
+
 ``<every log dir>/meta.properties``: Kafka's file, in Java properties syntax, version 0 (the
 ZooKeeper-mode layout): ``version=0``, ``broker.id=<id>``, ``cluster.id=<id>``. Written once,
 when missing; a stored broker.id that differs from the configured one stops start-up, as in
@@ -59,6 +62,7 @@ from controller.interface import (
     PartitionInfo,
     TopicInfo,
 )
+from controller.producer_id_blocks import FileBlockStore, ProducerIdBlock
 from controller.quota_store import QuotaChange
 from controller.topic_cache import TopicCache
 from controller.topic_plans import plan_partitions, plan_topic
@@ -165,6 +169,7 @@ class EmbeddedMetadata(TopicCache):
         self._client_metrics: dict[str, dict[str, str]] = {}
         self._lock = asyncio.Lock()
         self._me = self._own_info()
+        self._producer_id_blocks = FileBlockStore(self._dir)
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -441,6 +446,10 @@ class EmbeddedMetadata(TopicCache):
             topics[name] = changed
             await self._commit(topics, [(changed, name)])
             return changed
+
+    async def allocate_producer_ids(self) -> ProducerIdBlock:
+        async with self._lock:
+            return await asyncio.to_thread(self._producer_id_blocks.reserve, self._config.broker_id)
 
     async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
         """Replace the dynamic broker configs; every topic is reported changed, since their

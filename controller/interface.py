@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from controller.credential_store import CredentialTable, ScramChange
+    from controller.producer_id_blocks import ProducerIdBlock
     from controller.quota_store import QuotaChange
     from kbroker.quotas import QuotaEntity
     from kbroker.security.acls import AclBinding
@@ -140,6 +141,11 @@ class MetadataBackend(Protocol):
 
     async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
         """Replace this broker's dynamic config overrides."""
+        ...
+
+    async def allocate_producer_ids(self) -> ProducerIdBlock:
+        """A block of producer ids no broker of the cluster was given before, recorded
+        durably before return (controller/producer_id_blocks.py)."""
         ...
 
     def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:

@@ -64,6 +64,7 @@ from controller import (
     config_znodes,
     credential_store,
     decisions,
+    producer_id_blocks,
     quota_store,
     zk_paths,
 )
@@ -76,6 +77,7 @@ from controller.interface import (
     PartitionInfo,
     TopicInfo,
 )
+from controller.producer_id_blocks import ProducerIdBlock
 from controller.quota_store import QuotaChange
 from controller.topic_cache import TopicCache
 from controller.topic_plans import plan_partitions, plan_topic
@@ -1174,6 +1176,33 @@ class ZkMetadata(TopicCache):
         validate_dynamic_broker_configs(configs)
         await self._zk_call(self._replace_entity_config, f"brokers/{self._me}", configs)
         await self._refresh_after_write()
+
+    async def allocate_producer_ids(self) -> ProducerIdBlock:
+        block: ProducerIdBlock = await self._zk_call(self._take_producer_id_block)
+        log.info("producer ids %d..%d taken for this broker", block.first, block.last)
+        return block
+
+    def _take_producer_id_block(self) -> ProducerIdBlock:
+        """Take the block after the latest one, written conditionally on the version read,
+        as Kafka's ZooKeeper mode does; another broker taking one at the same time makes
+        the write fail, and the loop reads again."""
+        path = zk_paths.LATEST_PRODUCER_ID_BLOCK
+        while True:
+            try:
+                data, stat = self._zk.get(path)
+            except NoNodeError:
+                block = producer_id_blocks.block_after(None, self._me)
+                try:
+                    self._zk.create(path, producer_id_blocks.encode_znode(block))
+                except NodeExistsError:
+                    continue
+                return block
+            block = producer_id_blocks.block_after(producer_id_blocks.decode_znode(data), self._me)
+            try:
+                self._zk.set(path, producer_id_blocks.encode_znode(block), version=stat.version)
+            except BadVersionError:
+                continue
+            return block
 
     async def alter_client_quotas(self, changes: Sequence[QuotaChange]) -> None:
         await self._zk_call(self._write_client_quotas, changes)

@@ -28,6 +28,8 @@ Znodes (all payloads UTF-8 JSON unless said otherwise):
 - ``/config/brokers/<id>``: the same shape, for dynamic broker configs (KIP-226).
 - ``/config/client-metrics/<name>``: the same shape, for client-metrics subscriptions
   (KIP-714; controller/client_metrics_store.py).
+- ``/latest_producer_id_block``: the last producer id block given out
+  (controller/producer_id_blocks.py).
 """
 
 from __future__ import annotations
@@ -211,6 +213,9 @@ def decode_assignment(data: bytes) -> tuple[uuid.UUID, list[tuple[int, ...]]]:
     """(topic id, replicas per partition in partition order)."""
     topic = decode_topic(data)
     return topic.topic_id, topic.replicas
+
+
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 
 def encode_config(config: Mapping[str, str]) -> bytes:

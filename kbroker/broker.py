@@ -171,7 +171,7 @@ class Broker:
         )
         # Every partition replica hosted here, leader or follower.
         self.partitions: dict[tuple[str, int], Partition] = self.replica_manager.partitions
-        self.producer_ids = ProducerIdAllocator(config.log_dirs[0])
+        self.producer_ids = ProducerIdAllocator(self.metadata.allocate_producer_ids)
         # Client quotas (kbroker/quotas.py), from the metadata backend's table.
         self.quotas = QuotaManager(
             self.metadata.client_quotas,
