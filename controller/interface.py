@@ -139,8 +139,21 @@ class MetadataBackend(Protocol):
         """This broker's dynamic config overrides (KIP-226 DYNAMIC_BROKER_CONFIG)."""
         ...
 
+    def default_broker_configs(self) -> dict[str, str]:
+        """The cluster-wide dynamic broker configs (KIP-226 DYNAMIC_DEFAULT_BROKER_CONFIG)."""
+        ...
+
     async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
         """Replace this broker's dynamic config overrides."""
+        ...
+
+    async def set_default_broker_configs(self, configs: Mapping[str, str]) -> None:
+        """Replace the cluster-wide dynamic broker configs."""
+        ...
+
+    def add_broker_config_listener(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after the dynamic broker configs (this broker's or the cluster
+        defaults) changed, whoever changed them."""
         ...
 
     async def allocate_producer_ids(self) -> ProducerIdBlock:

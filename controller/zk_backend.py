@@ -82,7 +82,12 @@ from controller.quota_store import QuotaChange
 from controller.topic_cache import TopicCache
 from controller.topic_plans import plan_partitions, plan_topic
 from controller.zk_paths import PartitionState
-from kbroker.config import BrokerConfig, validate_dynamic_broker_configs, validate_topic_configs
+from kbroker.config import (
+    BrokerConfig,
+    is_password_config,
+    validate_dynamic_broker_configs,
+    validate_topic_configs,
+)
 from kbroker.quotas import CLIENT_ID, IP, USER, QuotaEntity
 from kbroker.security.acls import AclBinding, ResourceType
 from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -121,6 +126,7 @@ class Snapshot:
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     states: dict[TopicPartition, tuple[PartitionState, int]] = field(default_factory=dict)
     broker_configs: dict[str, str] = field(default_factory=dict)
+    default_broker_configs: dict[str, str] = field(default_factory=dict)
     client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
     scram: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
     acls: frozenset[AclBinding] = frozenset()
@@ -182,6 +188,9 @@ class ZkMetadata(TopicCache):
 
     def broker_configs(self) -> dict[str, str]:
         return dict(self._snapshot.broker_configs)
+
+    def default_broker_configs(self) -> dict[str, str]:
+        return dict(self._snapshot.default_broker_configs)
 
     def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
         return self._snapshot.client_quotas
@@ -493,11 +502,12 @@ class ZkMetadata(TopicCache):
             except NoNodeError:
                 continue
             snap.states[(topic, index)] = (zk_paths.decode_state(data), stat.version)
-        try:
-            data, _ = zk.get(zk_paths.broker_config_path(self._me), watch=watch)
-            snap.broker_configs = zk_paths.decode_config(data)
-        except NoNodeError:
-            zk.exists(zk_paths.broker_config_path(self._me), watch=watch)
+        snap.broker_configs = self._read_watched_config(
+            zk_paths.broker_config_path(self._me), watch
+        )
+        snap.default_broker_configs = self._read_watched_config(
+            zk_paths.DEFAULT_BROKER_CONFIG_PATH, watch
+        )
         snap.client_quotas, snap.scram = self._read_user_configs()
         if snap.client_quotas == self._snapshot.client_quotas:
             # Unchanged: keep the object, which the quota manager compares by identity.
@@ -767,10 +777,16 @@ class ZkMetadata(TopicCache):
             (t, n) for n, t in topics.items() if self._topics.get(n) is not t
         ]
         changed += [(None, n) for n in self._topics if n not in topics]
-        if snapshot.broker_configs != self._snapshot.broker_configs:
+        configs_changed = (snapshot.broker_configs, snapshot.default_broker_configs) != (
+            self._snapshot.broker_configs,
+            self._snapshot.default_broker_configs,
+        )
+        if configs_changed:
             changed += [(t, n) for n, t in topics.items() if (t, n) not in changed]
         self._snapshot = snapshot
         self._publish_topics(topics, changed)
+        if configs_changed:
+            self._publish_broker_configs()
 
     # --- controller ------------------------------------------------------------------------
 
@@ -1174,7 +1190,19 @@ class ZkMetadata(TopicCache):
 
     async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
         validate_dynamic_broker_configs(configs)
-        await self._zk_call(self._replace_entity_config, f"brokers/{self._me}", configs)
+        await self._write_broker_configs(str(self._me), configs)
+
+    async def set_default_broker_configs(self, configs: Mapping[str, str]) -> None:
+        validate_dynamic_broker_configs(configs, per_broker=False)
+        await self._write_broker_configs("<default>", configs)
+
+    async def _write_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Kafka's ZooKeeper mode stores passwords only encrypted with
+        password.encoder.secret, which kbroker does not have: refused as Kafka refuses
+        them without it."""
+        if any(is_password_config(name) for name in configs):
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "Password encoder secret not configured")
+        await self._zk_call(self._replace_entity_config, f"brokers/{entity}", configs)
         await self._refresh_after_write()
 
     async def allocate_producer_ids(self) -> ProducerIdBlock:
@@ -1223,6 +1251,14 @@ class ZkMetadata(TopicCache):
 
     def quota_entity_refusal(self, key: QuotaEntity) -> str | None:
         return quota_store.zookeeper_problem(key)
+
+    def _read_watched_config(self, path: str, watch: Callable[[Any], None]) -> dict[str, str]:
+        try:
+            data, _ = self._zk.get(path, watch=watch)
+        except NoNodeError:
+            self._zk.exists(path, watch=watch)
+            return {}
+        return zk_paths.decode_config(data)
 
     async def alter_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
         await self._zk_call(write_scram_changes, self._zk, changes)
