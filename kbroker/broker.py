@@ -374,7 +374,7 @@ class Broker:
             log.error("dynamic broker configs not applied: %s", exc.message)
             return
         previous, self.config = self.config, config
-        log_changes(previous, config, log.info)
+        log_changes(previous, config)
         for name in changed_listeners(self.listener_security, security, previous, config):
             self.server.set_security(name, security[name])
             log.info("listener %s: new connections use the new security settings", name)

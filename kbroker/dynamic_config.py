@@ -22,7 +22,7 @@ protocols, connection limits; kbroker has no thread pools for the ``num.*.thread
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from controller.interface import MetadataBackend
 from kbroker.config import BrokerConfig, ConfigError, DynamicConfigs
@@ -92,11 +92,11 @@ def cleaner_changed(old: BrokerConfig, new: BrokerConfig) -> CleanerConfig | Non
     return None if before == after else after
 
 
-def log_changes(old: BrokerConfig, new: BrokerConfig, log_info: Callable[..., None]) -> None:
+def log_changes(old: BrokerConfig, new: BrokerConfig) -> None:
     changed = sorted(
         name
         for name in new.values.keys() | old.values.keys()
         if new.values.get(name) != old.values.get(name)
     )
     if changed:
-        log_info("dynamic broker configs in force changed: %s", ", ".join(changed))
+        log.info("dynamic broker configs in force changed: %s", ", ".join(changed))
