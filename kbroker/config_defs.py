@@ -403,7 +403,7 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, "10000", min=1),
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", INT, "3600000", min=1),
     # KIP-890: partition leaders verify a transaction's first batch with its coordinator.
-    ConfigDef("transaction.partition.verification.enable", BOOL, "true", dynamic=True),
+    ConfigDef("transaction.partition.verification.enable", BOOL, "true"),
     ConfigDef("producer.id.expiration.ms", INT, "86400000", min=1),
     ConfigDef("producer.id.expiration.check.interval.ms", INT, "600000", min=1),
     # Tiered storage (KIP-405): accepted, not supported (-2: use the retention settings).
