@@ -15,6 +15,7 @@ log dir and survives restarts. Files:
                          "replicas": [0], "isr": [0]}]}
       ],
       "broker_configs": {"log.retention.ms": "1000"},
+      "default_broker_configs": {"log.cleaner.threads": "2"},
       "client_quotas": [{"entity": [["user", "alice"]],
                          "quotas": {"producer_byte_rate": 1048576.0}}],
       "scram_credentials": {"alice": {"SCRAM-SHA-256": "salt=...,stored_key=...,..."}},
@@ -25,13 +26,18 @@ log dir and survives restarts. Files:
                                        "metrics": "org.apache.kafka.producer."}}
     }
 
-``client_quotas`` (controller/quota_store.py), ``scram_credentials``
-(controller/credential_store.py), ``acls`` (controller/acl_store.py) and ``client_metrics``
-(controller/client_metrics_store.py) may be absent in older files.
+``broker_configs`` are this broker's dynamic configs, ``default_broker_configs`` the
+cluster-wide ones (KIP-226; absent in older files). ``client_quotas``
+(controller/quota_store.py), ``scram_credentials`` (controller/credential_store.py),
+``acls`` (controller/acl_store.py) and ``client_metrics`` (controller/client_metrics_store.py)
+may be absent in older files.
 
 It is replaced whole on every change: written to ``__kbroker_metadata.json.tmp``, fsynced,
 renamed over the old file, then the directory is fsynced (DESIGN rule 6), so a crash leaves
 either the old or the new state.
+
+``<first log dir>/producer-id-block``: the producer id blocks given out
+(controller/producer_id_blocks.py).
 
 ``<every log dir>/meta.properties``: Kafka's file, in Java properties syntax, version 0 (the
 ZooKeeper-mode layout): ``version=0``, ``broker.id=<id>``, ``cluster.id=<id>``. Written once,
@@ -59,6 +65,7 @@ from controller.interface import (
     PartitionInfo,
     TopicInfo,
 )
+from controller.producer_id_blocks import FileBlockStore, ProducerIdBlock
 from controller.quota_store import QuotaChange
 from controller.topic_cache import TopicCache
 from controller.topic_plans import plan_partitions, plan_topic
@@ -159,12 +166,14 @@ class EmbeddedMetadata(TopicCache):
         self._dir = config.log_dirs[0]
         self._cluster_id = ""
         self._broker_configs: dict[str, str] = {}
+        self._default_broker_configs: dict[str, str] = {}
         self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._scram: dict[str, dict[str, ScramCredential]] = {}
         self._acls: frozenset[AclBinding] = frozenset()
         self._client_metrics: dict[str, dict[str, str]] = {}
         self._lock = asyncio.Lock()
         self._me = self._own_info()
+        self._producer_id_blocks = FileBlockStore(self._dir)
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -196,6 +205,9 @@ class EmbeddedMetadata(TopicCache):
 
     def broker_configs(self) -> dict[str, str]:
         return dict(self._broker_configs)
+
+    def default_broker_configs(self) -> dict[str, str]:
+        return dict(self._default_broker_configs)
 
     def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
         return self._client_quotas
@@ -234,6 +246,9 @@ class EmbeddedMetadata(TopicCache):
                 state = json.loads(path.read_text(encoding="utf-8"))
                 topics = [_topic_from_json(t) for t in state["topics"]]
                 broker_configs = {str(k): str(v) for k, v in state["broker_configs"].items()}
+                default_configs = {
+                    str(k): str(v) for k, v in state.get("default_broker_configs", {}).items()
+                }
                 cluster_id = str(state["cluster_id"])
                 # Absent in files written before client quotas existed.
                 client_quotas = quota_store.from_json(state.get("client_quotas", []))
@@ -244,6 +259,7 @@ class EmbeddedMetadata(TopicCache):
                 raise MetadataStoreError(f"cannot read {path}: {e}") from e
             self._publish_topics({t.name: t for t in topics})
             self._broker_configs = broker_configs
+            self._default_broker_configs = default_configs
             self._client_quotas = client_quotas
             self._scram = scram
             self._acls = acls
@@ -297,12 +313,18 @@ class EmbeddedMetadata(TopicCache):
         scram: CredentialTable | None = None,
         acls: frozenset[AclBinding] | None = None,
         client_metrics: client_metrics_store.Table | None = None,
+        default_broker_configs: Mapping[str, str] | None = None,
     ) -> None:
         state = {
             "version": FORMAT_VERSION,
             "cluster_id": self._cluster_id,
             "topics": [_topic_to_json(t) for t in topics.values()],
             "broker_configs": dict(broker_configs),
+            "default_broker_configs": dict(
+                self._default_broker_configs
+                if default_broker_configs is None
+                else default_broker_configs
+            ),
             "client_quotas": quota_store.to_json(
                 self._client_quotas if client_quotas is None else client_quotas
             ),
@@ -442,6 +464,10 @@ class EmbeddedMetadata(TopicCache):
             await self._commit(topics, [(changed, name)])
             return changed
 
+    async def allocate_producer_ids(self) -> ProducerIdBlock:
+        async with self._lock:
+            return await asyncio.to_thread(self._producer_id_blocks.reserve, self._config.broker_id)
+
     async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
         """Replace the dynamic broker configs; every topic is reported changed, since their
         effective configs may depend on the broker defaults."""
@@ -452,3 +478,19 @@ class EmbeddedMetadata(TopicCache):
                 [(t, t.name) for t in self._topics.values()],
                 broker_configs=dict(configs),
             )
+        self._publish_broker_configs()
+
+    async def set_default_broker_configs(self, configs: Mapping[str, str]) -> None:
+        """The cluster-wide defaults; with one broker they apply to it like its own configs
+        (which win over them)."""
+        async with self._lock:
+            validate_dynamic_broker_configs(configs, per_broker=False)
+            await asyncio.to_thread(
+                self._persist,
+                self._topics,
+                self._broker_configs,
+                default_broker_configs=configs,
+            )
+            self._default_broker_configs = dict(configs)
+            self._publish_topics(self._topics, [(t, t.name) for t in self._topics.values()])
+        self._publish_broker_configs()

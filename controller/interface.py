@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from controller.credential_store import CredentialTable, ScramChange
+    from controller.producer_id_blocks import ProducerIdBlock
     from controller.quota_store import QuotaChange
     from kbroker.quotas import QuotaEntity
     from kbroker.security.acls import AclBinding
@@ -138,8 +139,26 @@ class MetadataBackend(Protocol):
         """This broker's dynamic config overrides (KIP-226 DYNAMIC_BROKER_CONFIG)."""
         ...
 
+    def default_broker_configs(self) -> dict[str, str]:
+        """The cluster-wide dynamic broker configs (KIP-226 DYNAMIC_DEFAULT_BROKER_CONFIG)."""
+        ...
+
     async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
         """Replace this broker's dynamic config overrides."""
+        ...
+
+    async def set_default_broker_configs(self, configs: Mapping[str, str]) -> None:
+        """Replace the cluster-wide dynamic broker configs."""
+        ...
+
+    def add_broker_config_listener(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after the dynamic broker configs (this broker's or the cluster
+        defaults) changed, whoever changed them."""
+        ...
+
+    async def allocate_producer_ids(self) -> ProducerIdBlock:
+        """A block of producer ids no broker of the cluster was given before, recorded
+        durably before return (controller/producer_id_blocks.py)."""
         ...
 
     def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:

@@ -2,15 +2,16 @@
 
 Both backends keep the current topics in memory (the embedded one after persisting a change,
 the ZooKeeper one after each refresh) and answer reads from here; ``_publish_topics`` swaps in
-a new state and then calls every listener with each changed topic (None once deleted). A
-failing listener is logged and does not stop the others.
+a new state and then calls every listener with each changed topic (None once deleted).
+``_publish_broker_configs`` tells the broker-config listeners that the dynamic broker configs
+changed. A failing listener is logged and does not stop the others.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from controller.interface import TopicInfo, TopicListener
 from wire.errors import ErrorCode, KafkaError
@@ -25,6 +26,7 @@ class TopicCache:
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._listeners: list[TopicListener] = []
+        self._config_listeners: list[Callable[[], None]] = []
 
     def topics(self) -> dict[str, TopicInfo]:
         return dict(self._topics)
@@ -37,6 +39,16 @@ class TopicCache:
 
     def add_listener(self, callback: TopicListener) -> None:
         self._listeners.append(callback)
+
+    def add_broker_config_listener(self, callback: Callable[[], None]) -> None:
+        self._config_listeners.append(callback)
+
+    def _publish_broker_configs(self) -> None:
+        for callback in self._config_listeners:
+            try:
+                callback()
+            except Exception:
+                log.exception("broker config listener failed")
 
     def _existing(self, name: str) -> TopicInfo:
         topic = self._topics.get(name)

@@ -64,6 +64,7 @@ from controller import (
     config_znodes,
     credential_store,
     decisions,
+    producer_id_blocks,
     quota_store,
     zk_paths,
 )
@@ -76,11 +77,17 @@ from controller.interface import (
     PartitionInfo,
     TopicInfo,
 )
+from controller.producer_id_blocks import ProducerIdBlock
 from controller.quota_store import QuotaChange
 from controller.topic_cache import TopicCache
 from controller.topic_plans import plan_partitions, plan_topic
 from controller.zk_paths import PartitionState
-from kbroker.config import BrokerConfig, validate_dynamic_broker_configs, validate_topic_configs
+from kbroker.config import (
+    BrokerConfig,
+    is_password_config,
+    validate_dynamic_broker_configs,
+    validate_topic_configs,
+)
 from kbroker.quotas import CLIENT_ID, IP, USER, QuotaEntity
 from kbroker.security.acls import AclBinding, ResourceType
 from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -119,6 +126,7 @@ class Snapshot:
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     states: dict[TopicPartition, tuple[PartitionState, int]] = field(default_factory=dict)
     broker_configs: dict[str, str] = field(default_factory=dict)
+    default_broker_configs: dict[str, str] = field(default_factory=dict)
     client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
     scram: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
     acls: frozenset[AclBinding] = frozenset()
@@ -180,6 +188,9 @@ class ZkMetadata(TopicCache):
 
     def broker_configs(self) -> dict[str, str]:
         return dict(self._snapshot.broker_configs)
+
+    def default_broker_configs(self) -> dict[str, str]:
+        return dict(self._snapshot.default_broker_configs)
 
     def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
         return self._snapshot.client_quotas
@@ -491,11 +502,12 @@ class ZkMetadata(TopicCache):
             except NoNodeError:
                 continue
             snap.states[(topic, index)] = (zk_paths.decode_state(data), stat.version)
-        try:
-            data, _ = zk.get(zk_paths.broker_config_path(self._me), watch=watch)
-            snap.broker_configs = zk_paths.decode_config(data)
-        except NoNodeError:
-            zk.exists(zk_paths.broker_config_path(self._me), watch=watch)
+        snap.broker_configs = self._read_watched_config(
+            zk_paths.broker_config_path(self._me), watch
+        )
+        snap.default_broker_configs = self._read_watched_config(
+            zk_paths.DEFAULT_BROKER_CONFIG_PATH, watch
+        )
         snap.client_quotas, snap.scram = self._read_user_configs()
         if snap.client_quotas == self._snapshot.client_quotas:
             # Unchanged: keep the object, which the quota manager compares by identity.
@@ -765,10 +777,16 @@ class ZkMetadata(TopicCache):
             (t, n) for n, t in topics.items() if self._topics.get(n) is not t
         ]
         changed += [(None, n) for n in self._topics if n not in topics]
-        if snapshot.broker_configs != self._snapshot.broker_configs:
+        configs_changed = (snapshot.broker_configs, snapshot.default_broker_configs) != (
+            self._snapshot.broker_configs,
+            self._snapshot.default_broker_configs,
+        )
+        if configs_changed:
             changed += [(t, n) for n, t in topics.items() if (t, n) not in changed]
         self._snapshot = snapshot
         self._publish_topics(topics, changed)
+        if configs_changed:
+            self._publish_broker_configs()
 
     # --- controller ------------------------------------------------------------------------
 
@@ -1172,8 +1190,47 @@ class ZkMetadata(TopicCache):
 
     async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
         validate_dynamic_broker_configs(configs)
-        await self._zk_call(self._replace_entity_config, f"brokers/{self._me}", configs)
+        await self._write_broker_configs(str(self._me), configs)
+
+    async def set_default_broker_configs(self, configs: Mapping[str, str]) -> None:
+        validate_dynamic_broker_configs(configs, per_broker=False)
+        await self._write_broker_configs("<default>", configs)
+
+    async def _write_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Kafka's ZooKeeper mode stores passwords only encrypted with
+        password.encoder.secret, which kbroker does not have: refused as Kafka refuses
+        them without it."""
+        if any(is_password_config(name) for name in configs):
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "Password encoder secret not configured")
+        await self._zk_call(self._replace_entity_config, f"brokers/{entity}", configs)
         await self._refresh_after_write()
+
+    async def allocate_producer_ids(self) -> ProducerIdBlock:
+        block: ProducerIdBlock = await self._zk_call(self._take_producer_id_block)
+        log.info("producer ids %d..%d taken for this broker", block.first, block.last)
+        return block
+
+    def _take_producer_id_block(self) -> ProducerIdBlock:
+        """Take the block after the latest one, written conditionally on the version read,
+        as Kafka's ZooKeeper mode does; another broker taking one at the same time makes
+        the write fail, and the loop reads again."""
+        path = zk_paths.LATEST_PRODUCER_ID_BLOCK
+        while True:
+            try:
+                data, stat = self._zk.get(path)
+            except NoNodeError:
+                block = producer_id_blocks.block_after(None, self._me)
+                try:
+                    self._zk.create(path, producer_id_blocks.encode_znode(block))
+                except NodeExistsError:
+                    continue
+                return block
+            block = producer_id_blocks.block_after(producer_id_blocks.decode_znode(data), self._me)
+            try:
+                self._zk.set(path, producer_id_blocks.encode_znode(block), version=stat.version)
+            except BadVersionError:
+                continue
+            return block
 
     async def alter_client_quotas(self, changes: Sequence[QuotaChange]) -> None:
         await self._zk_call(self._write_client_quotas, changes)
@@ -1194,6 +1251,14 @@ class ZkMetadata(TopicCache):
 
     def quota_entity_refusal(self, key: QuotaEntity) -> str | None:
         return quota_store.zookeeper_problem(key)
+
+    def _read_watched_config(self, path: str, watch: Callable[[Any], None]) -> dict[str, str]:
+        try:
+            data, _ = self._zk.get(path, watch=watch)
+        except NoNodeError:
+            self._zk.exists(path, watch=watch)
+            return {}
+        return zk_paths.decode_config(data)
 
     async def alter_scram_credentials(self, changes: Sequence[ScramChange]) -> None:
         await self._zk_call(write_scram_changes, self._zk, changes)

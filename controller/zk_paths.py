@@ -25,9 +25,12 @@ Znodes (all payloads UTF-8 JSON unless said otherwise):
 - ``/config/topics/<topic>``: ``{"version":1,"config":{"name":"value"}}``, compact as
   Kafka writes it (controller/config_znodes.py: the other entity configs and the change
   notifications).
-- ``/config/brokers/<id>``: the same shape, for dynamic broker configs (KIP-226).
+- ``/config/brokers/<id>``: the same shape, for dynamic broker configs (KIP-226), and
+  ``/config/brokers/<default>`` for the cluster-wide ones.
 - ``/config/client-metrics/<name>``: the same shape, for client-metrics subscriptions
   (KIP-714; controller/client_metrics_store.py).
+- ``/latest_producer_id_block``: the last producer id block given out
+  (controller/producer_id_blocks.py).
 """
 
 from __future__ import annotations
@@ -92,6 +95,9 @@ def topic_config_path(topic: str) -> str:
 
 def broker_config_path(broker_id: int) -> str:
     return f"{BROKER_CONFIGS}/{broker_id}"
+
+
+DEFAULT_BROKER_CONFIG_PATH = f"{BROKER_CONFIGS}/<default>"
 
 
 def dump_json(obj: Any) -> bytes:
@@ -211,6 +217,9 @@ def decode_assignment(data: bytes) -> tuple[uuid.UUID, list[tuple[int, ...]]]:
     """(topic id, replicas per partition in partition order)."""
     topic = decode_topic(data)
     return topic.topic_id, topic.replicas
+
+
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 
 def encode_config(config: Mapping[str, str]) -> bytes:

@@ -34,10 +34,18 @@ from kbroker.authorization import build_authorizer
 from kbroker.config import (
     BrokerConfig,
     ConfigError,
+    DynamicConfigs,
     effective_topic_config,
     parse_per_ip_overrides,
 )
 from kbroker.dispatch import Dispatcher
+from kbroker.dynamic_config import (
+    changed_listeners,
+    cleaner_changed,
+    configuration_with,
+    log_changes,
+    stored_dynamic_configs,
+)
 from kbroker.features import DEFAULT_FINALIZED
 from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.group.coordinator import GroupCoordinator
@@ -70,6 +78,7 @@ from kbroker.txn.coordinator import TransactionCoordinator
 from kbroker.txn.verification import TxnVerifier
 from replication.fetcher import make_settings
 from replication.manager import ReplicaManager
+from wire.errors import KafkaError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -132,6 +141,9 @@ def resolve_hosts(limits: dict[str, int]) -> dict[str, int]:
 
 class Broker:
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
+        # The properties the broker was started with; ``config`` is what is in force, with
+        # the dynamic broker configs on top (kbroker/dynamic_config.py).
+        self.static_config = config
         self.config = config
         self.clock = clock
         self.zk: ZkMetadata | None = None
@@ -171,7 +183,7 @@ class Broker:
         )
         # Every partition replica hosted here, leader or follower.
         self.partitions: dict[tuple[str, int], Partition] = self.replica_manager.partitions
-        self.producer_ids = ProducerIdAllocator(config.log_dirs[0])
+        self.producer_ids = ProducerIdAllocator(self.metadata.allocate_producer_ids)
         # Client quotas (kbroker/quotas.py), from the metadata backend's table.
         self.quotas = QuotaManager(
             self.metadata.client_quotas,
@@ -203,6 +215,7 @@ class Broker:
         }
         self._flusher: asyncio.Task[None] | None = None
         self.storage: StorageLifecycle | None = None
+        self._reconfigurations: set[asyncio.Task[None]] = set()
         # The Prometheus endpoint, when metrics.port is set (kbroker/metrics.py).
         self.metrics_server: MetricsServer | None = None
         self._stopped = False
@@ -238,11 +251,11 @@ class Broker:
 
     def _listener_security(self, listener: str) -> ListenerSecurity:
         try:
-            return listener_security(self.config, listener, self._scram_credential)
+            return listener_security(self.config, listener, self.scram_credential)
         except SecuritySetupError as exc:
             raise ConfigError(str(exc)) from exc
 
-    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.metadata.scram_credentials().get(user, {}).get(mechanism)
 
     def _ip_creation_rate(self, ip: str) -> float | None:
@@ -278,6 +291,8 @@ class Broker:
         """Start serving on every listener; returns the port the first one is bound to."""
         self.logs.lock_dirs()
         await self.metadata.start()
+        self._use_dynamic_configs()
+        self.metadata.add_broker_config_listener(self._use_dynamic_configs)
         self.logs.open_all()
         self.replica_manager.load_checkpoints()
         for topic in self.metadata.topics().values():
@@ -340,9 +355,37 @@ class Broker:
 
     def _host_topic(self, topic: TopicInfo) -> None:
         config = LogConfig.from_topic_config(
-            effective_topic_config(topic.configs, self.config, self.metadata.broker_configs())
+            effective_topic_config(topic.configs, self.config, self.dynamic_configs())
         )
         self.replica_manager.apply(topic, config)
+
+    def dynamic_configs(self) -> DynamicConfigs:
+        return stored_dynamic_configs(self.metadata)
+
+    def _use_dynamic_configs(self) -> None:
+        """Put the dynamic configs in force (at start, and whenever they change); configs
+        this broker cannot use (another broker's default it cannot honour) are logged and
+        left out, as Kafka ignores invalid dynamic configs."""
+        try:
+            config, security = configuration_with(
+                self.static_config, self.dynamic_configs(), self.scram_credential
+            )
+        except KafkaError as exc:
+            log.error("dynamic broker configs not applied: %s", exc.message)
+            return
+        previous, self.config = self.config, config
+        log_changes(previous, config)
+        for name in changed_listeners(self.listener_security, security, previous, config):
+            self.server.set_security(name, security[name])
+            log.info("listener %s: new connections use the new security settings", name)
+        self.listener_security.update(
+            (name, s) for name, s in security.items() if name in self.listener_security
+        )
+        cleaner = cleaner_changed(previous, config)
+        if cleaner is not None and self.storage is not None:
+            task = asyncio.get_running_loop().create_task(self.storage.cleaner.reconfigure(cleaner))
+            self._reconfigurations.add(task)
+            task.add_done_callback(self._reconfigurations.discard)
 
     def _on_topic_change(self, topic: TopicInfo | None, name: str) -> None:
         if topic is not None:

@@ -27,16 +27,19 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from kbroker.config_defs import (
     BROKER_DEFS,
     BROKER_FALLBACKS,
+    DYNAMIC_BROKER_CONFIGS,
+    LISTENER_ONLY_CONFIGS,
     LISTENER_OVERRIDABLE,
     LISTENER_PREFIX,
     NO_EFFECT_YET,
+    PER_BROKER_CONFIGS,
     SECURITY_PROTOCOLS,
     TOPIC_DEFS,
     TOPIC_UNSUPPORTED_VALUES,
@@ -446,6 +449,20 @@ class BrokerConfig:
         """The parsed value of any broker property (default included); KeyError if unknown."""
         return self.values[name]
 
+    def with_dynamic(self, dynamic: DynamicConfigs) -> BrokerConfig:
+        """This configuration with the dynamic configs in force on top (ConfigError when the
+        result is not a valid configuration). ``props`` stay the static properties, which
+        DescribeConfigs tells apart from the dynamic ones; names kbroker does not know are
+        kept in the store but have no value here."""
+        merged = dict(self.props)
+        for layer in (dynamic.cluster_default, dynamic.per_broker):
+            merged.update(
+                (name, value)
+                for name, value in layer.items()
+                if name in BROKER_DEFS or _listener_override(name) is not None
+            )
+        return replace(BrokerConfig.from_properties(merged), props=self.props)
+
     def listener_value(self, listener: str, name: str) -> Any:
         """``name`` for one listener: listener.name.<listener>.<name> if set, else ``name``."""
         return self.values.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}", self.values[name])
@@ -471,27 +488,119 @@ class BrokerConfig:
         if names:
             logger.info("properties accepted, no effect yet: %s", ", ".join(names))
 
-    def topic_defaults(self, dynamic: Mapping[str, str] | None = None) -> dict[str, str]:
+    def topic_defaults(self, dynamic: DynamicConfigs | None = None) -> dict[str, str]:
         """Topic-level config names -> the broker's default for them (``dynamic``: dynamic broker
         configs, which win over static properties)."""
-        return {name: _topic_default(t, self, dynamic or {})[0] for name, t in TOPIC_DEFS.items()}
+        return {
+            name: _topic_default(t, self, dynamic or NO_DYNAMIC_CONFIGS)[0]
+            for name, t in TOPIC_DEFS.items()
+        }
+
+
+# --- dynamic broker configs -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DynamicConfigs:
+    """The dynamic broker configs (KIP-226) in force on one broker: its own, which win, and
+    the cluster-wide defaults (the BROKER resource with the empty name)."""
+
+    per_broker: Mapping[str, str] = field(default_factory=dict)
+    cluster_default: Mapping[str, str] = field(default_factory=dict)
+
+    def layers(self) -> tuple[tuple[Mapping[str, str], ConfigSource], ...]:
+        """Highest precedence first."""
+        return (
+            (self.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (self.cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        )
+
+
+NO_DYNAMIC_CONFIGS = DynamicConfigs()
+
+
+def listener_base_config(name: str) -> str | None:
+    """The config a listener.name.<listener>.<config> name overrides, or None."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, base = name[len(LISTENER_PREFIX) :].partition(".")
+    return base if listener and base else None
+
+
+_PASSWORD_CONFIGS = tuple(n for n, d in BROKER_DEFS.items() if d.sensitive)
+
+
+def is_password_config(name: str) -> bool:
+    """A password-typed broker config, listener override or not (by the name's end, as a
+    SASL mechanism's listener.name.<listener>.<mechanism>.sasl.jaas.config)."""
+    return name.endswith(_PASSWORD_CONFIGS)
+
+
+def _invalid_names(names: Iterable[str], reason: str) -> None:
+    found = sorted(names)
+    if found:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"{reason}: {', '.join(found)}")
+
+
+def validate_dynamic_broker_configs(
+    configs: Mapping[str, str | None], *, per_broker: bool = True
+) -> None:
+    """Raise KafkaError(INVALID_REQUEST), as Kafka answers for broker resources, unless every
+    config may change at run time at this level (one broker, or the cluster-wide default
+    when ``per_broker`` is false) and every known config's value is valid. Names kbroker
+    does not know are accepted and kept, as Kafka keeps them."""
+    _invalid_names(
+        (n for n in configs if n in BROKER_DEFS and n not in DYNAMIC_BROKER_CONFIGS),
+        "Cannot update these configs dynamically",
+    )
+    _invalid_names(
+        (n for n in configs if n in LISTENER_ONLY_CONFIGS),
+        "These security configs can be dynamically updated only per-listener using the "
+        "listener prefix",
+    )
+    for name, value in configs.items():
+        if value is None:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"Null value not supported for broker config {name}"
+            )
+        d = BROKER_DEFS.get(listener_base_config(name) or name)
+        if d is None:
+            continue
+        try:
+            d.parse(value)
+        except ValueError as e:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration {name}: {e}"
+            ) from None
+    if not per_broker:
+        # Listener overrides belong to one broker, except the SASL ones (Kafka's rule).
+        _invalid_names(
+            (
+                n
+                for n in configs
+                if n in PER_BROKER_CONFIGS
+                or not (listener_base_config(n) or "sasl.").startswith("sasl.")
+            ),
+            "Cannot update these configs at default cluster level, broker id must be specified",
+        )
 
 
 # --- topic configs --------------------------------------------------------------------------
 
 
 def _broker_value(
-    name: str, broker: BrokerConfig, dynamic: Mapping[str, str]
+    name: str, broker: BrokerConfig, dynamic: DynamicConfigs
 ) -> tuple[str | None, ConfigSource]:
-    if name in dynamic:
-        return dynamic[name], ConfigSource.DYNAMIC_BROKER_CONFIG
+    for layer, source in dynamic.layers():
+        if name in layer:
+            return layer[name], source
     if name in broker.props:
         return broker.props[name], ConfigSource.STATIC_BROKER_CONFIG
     return BROKER_DEFS[name].default, ConfigSource.DEFAULT_CONFIG
 
 
 def _topic_default(
-    t: TopicConfigDef, broker: BrokerConfig, dynamic: Mapping[str, str]
+    t: TopicConfigDef, broker: BrokerConfig, dynamic: DynamicConfigs
 ) -> tuple[str, ConfigSource]:
     """The first synonym (by priority) with a value wins, converted to the topic's unit."""
     for syn in t.synonyms:
@@ -533,39 +642,12 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
 def effective_topic_config(
     overrides: Mapping[str, str],
     broker: BrokerConfig,
-    dynamic: Mapping[str, str] | None = None,
+    dynamic: DynamicConfigs | None = None,
 ) -> dict[str, str]:
     """Every topic config: the topic's override, else the (dynamic, static) broker default."""
     merged = broker.topic_defaults(dynamic)
     merged.update(overrides)
     return merged
-
-
-# --- dynamic broker configs -----------------------------------------------------------------
-
-
-def validate_dynamic_broker_configs(configs: Mapping[str, str | None]) -> None:
-    """Raise KafkaError(INVALID_REQUEST) unless every name may change at run time and every
-    value is valid (Kafka answers INVALID_REQUEST for broker resources)."""
-    for name, value in configs.items():
-        d = BROKER_DEFS.get(name)
-        if d is None:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown broker config name: {name}")
-        if not d.dynamic:
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {name}"
-            )
-        if value is None:
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST, f"Null value not supported for broker config {name}"
-            )
-        try:
-            d.parse(value)
-        except ValueError as e:
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST,
-                f"Invalid value {value!r} for broker config {name}: {e}",
-            ) from None
 
 
 # --- DescribeConfigs views ------------------------------------------------------------------
@@ -592,11 +674,12 @@ class ConfigEntry:
 
 
 def _broker_synonyms(
-    name: str, broker: BrokerConfig, dynamic: Mapping[str, str]
+    name: str, broker: BrokerConfig, dynamic: DynamicConfigs
 ) -> list[ConfigSynonym]:
     out: list[ConfigSynonym] = []
-    if name in dynamic:
-        out.append(ConfigSynonym(name, dynamic[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
+    for layer, source in dynamic.layers():
+        if name in layer:
+            out.append(ConfigSynonym(name, layer[name], source))
     if name in broker.props:
         out.append(ConfigSynonym(name, broker.props[name], ConfigSource.STATIC_BROKER_CONFIG))
     default = BROKER_DEFS[name].default
@@ -608,11 +691,11 @@ def _broker_synonyms(
 def describe_topic_configs(
     overrides: Mapping[str, str],
     broker: BrokerConfig,
-    dynamic: Mapping[str, str] | None = None,
+    dynamic: DynamicConfigs | None = None,
 ) -> list[ConfigEntry]:
     """Every topic config with its value, source and synonyms (topic override first, then the
     broker properties that supply the default, in priority order)."""
-    dyn = dynamic or {}
+    dyn = dynamic or NO_DYNAMIC_CONFIGS
     entries: list[ConfigEntry] = []
     for name, t in sorted(TOPIC_DEFS.items()):
         synonyms: list[ConfigSynonym] = []
@@ -639,11 +722,49 @@ def describe_topic_configs(
     return entries
 
 
+def _masked(value: str | None, sensitive: bool) -> str | None:
+    return None if sensitive else value
+
+
+def _synonyms(synonyms: Iterable[ConfigSynonym], sensitive: bool) -> tuple[ConfigSynonym, ...]:
+    return tuple(ConfigSynonym(s.name, _masked(s.value, sensitive), s.source) for s in synonyms)
+
+
+def _other_entry(name: str, synonyms: list[ConfigSynonym]) -> ConfigEntry:
+    """A name outside kbroker's definitions, set in a layer: a listener override (typed as
+    the config it overrides, followed by that config's own synonyms) or a name kbroker does
+    not know (no type, its value hidden as Kafka hides it). Read-only, as Kafka shows them."""
+    base = BROKER_DEFS.get(listener_base_config(name) or name)
+    if base is None:
+        return ConfigEntry(
+            name,
+            None,
+            synonyms[0].source,
+            True,
+            True,
+            ConfigType.UNKNOWN,
+            _synonyms(synonyms, True),
+        )
+    return ConfigEntry(
+        name,
+        _masked(synonyms[0].value, base.sensitive),
+        synonyms[0].source,
+        True,
+        base.sensitive,
+        base.type,
+        _synonyms(synonyms, base.sensitive),
+    )
+
+
 def describe_broker_configs(
-    broker: BrokerConfig, dynamic: Mapping[str, str] | None = None
+    broker: BrokerConfig, dynamic: DynamicConfigs | None = None
 ) -> list[ConfigEntry]:
-    """Every broker property; only the dynamic ones are not read-only."""
-    dyn = dynamic or {}
+    """Every broker property, then the listener overrides and unknown names set statically
+    or dynamically; only the dynamic properties are not read-only. Each comes with its
+    synonyms, highest precedence first: this broker's dynamic value, the cluster-wide
+    dynamic default, the static property, the default (and, for the properties with
+    several names, those of the other names)."""
+    dyn = dynamic or NO_DYNAMIC_CONFIGS
     entries: list[ConfigEntry] = []
     for name, d in sorted(BROKER_DEFS.items()):
         value, source = _broker_value(name, broker, dyn)
@@ -653,12 +774,44 @@ def describe_broker_configs(
         entries.append(
             ConfigEntry(
                 name=name,
-                value=None if d.sensitive else value,
+                value=_masked(value, d.sensitive),
                 source=source,
-                read_only=not d.dynamic,
+                read_only=name not in DYNAMIC_BROKER_CONFIGS,
                 sensitive=d.sensitive,
                 type=d.type,
-                synonyms=tuple(synonyms),
+                synonyms=_synonyms(synonyms, d.sensitive),
+            )
+        )
+    layers = (*dyn.layers(), (broker.props, ConfigSource.STATIC_BROKER_CONFIG))
+    others = sorted({n for layer, _ in layers for n in layer if n not in BROKER_DEFS})
+    for name in others:
+        synonyms = [ConfigSynonym(name, layer[name], src) for layer, src in layers if name in layer]
+        base = listener_base_config(name)
+        if base in BROKER_DEFS:
+            synonyms.extend(_broker_synonyms(base, broker, dyn))
+        entries.append(_other_entry(name, synonyms))
+    return entries
+
+
+def describe_default_broker_configs(dynamic: DynamicConfigs) -> list[ConfigEntry]:
+    """The cluster-wide dynamic defaults (the BROKER resource with the empty name): only the
+    configs set there, as Kafka describes that resource."""
+    entries: list[ConfigEntry] = []
+    for name, value in sorted(dynamic.cluster_default.items()):
+        synonyms = [ConfigSynonym(name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+        d = BROKER_DEFS.get(name)
+        if d is None:
+            entries.append(_other_entry(name, synonyms))
+            continue
+        entries.append(
+            ConfigEntry(
+                name,
+                _masked(value, d.sensitive),
+                ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                name not in DYNAMIC_BROKER_CONFIGS,
+                d.sensitive,
+                d.type,
+                _synonyms(synonyms, d.sensitive),
             )
         )
     return entries

@@ -65,9 +65,8 @@ _BOUNDS: dict[ConfigType, tuple[int, int]] = {
 class ConfigDef:
     """One property: its type, default and valid values.
 
-    ``choices`` restricts a STRING value, or each element of a LIST value.
-    ``dynamic`` marks broker properties that may be changed at run time through
-    AlterConfigs / IncrementalAlterConfigs on a BROKER resource.
+    ``choices`` restricts a STRING value, or each element of a LIST value (which broker
+    properties may change at run time: ``DYNAMIC_BROKER_CONFIGS``).
     """
 
     name: str
@@ -76,7 +75,6 @@ class ConfigDef:
     min: float | None = None
     max: float | None = None
     choices: tuple[str, ...] | None = None
-    dynamic: bool = False
 
     @property
     def sensitive(self) -> bool:
@@ -252,6 +250,28 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("sasl.server.max.receive.size", INT, "524288", min=1),
     ConfigDef("connections.max.reauth.ms", LONG, "0", min=0),
     ConfigDef("connection.failed.authentication.delay.ms", INT, "100", min=0),
+    # Accepted (Kafka lets them change at run time), without effect: kbroker has no
+    # Kerberos, no SASL login refresh and no pluggable principal builders or TLS engines.
+    ConfigDef(
+        "principal.builder.class",
+        CLASS,
+        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+    ),
+    ConfigDef("sasl.kerberos.service.name", STR, None),
+    ConfigDef("sasl.kerberos.kinit.cmd", STR, "/usr/bin/kinit"),
+    ConfigDef("sasl.kerberos.min.time.before.relogin", LONG, "60000"),
+    ConfigDef("sasl.kerberos.principal.to.local.rules", LIST, "DEFAULT"),
+    ConfigDef("sasl.kerberos.ticket.renew.jitter", DBL, "0.05"),
+    ConfigDef("sasl.kerberos.ticket.renew.window.factor", DBL, "0.8"),
+    ConfigDef("sasl.login.refresh.buffer.seconds", SHORT, "300", min=0, max=3600),
+    ConfigDef("sasl.login.refresh.min.period.seconds", SHORT, "60", min=0, max=900),
+    ConfigDef("sasl.login.refresh.window.factor", DBL, "0.8", min=0.5, max=1.0),
+    ConfigDef("sasl.login.refresh.window.jitter", DBL, "0.05", min=0, max=0.25),
+    ConfigDef("ssl.engine.factory.class", CLASS, None),
+    ConfigDef("ssl.keymanager.algorithm", STR, "SunX509"),
+    ConfigDef("ssl.trustmanager.algorithm", STR, "PKIX"),
+    ConfigDef("ssl.provider", STR, None),
+    ConfigDef("ssl.secure.random.implementation", STR, None),
     # Ours: how long a request may take to arrive once its first byte has (30 s, the clients'
     # default request.timeout.ms: a client waiting longer has given up on it anyway); -1: none.
     ConfigDef("request.read.timeout.ms", LONG, "30000", min=-1),
@@ -267,41 +287,39 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("num.recovery.threads.per.data.dir", INT, "1", min=1),
     ConfigDef("auto.create.topics.enable", BOOL, "true"),
     ConfigDef("delete.topic.enable", BOOL, "true"),
-    ConfigDef("log.segment.bytes", INT, "1073741824", min=14, dynamic=True),
-    ConfigDef("log.roll.ms", LONG, None, min=1, dynamic=True),
+    ConfigDef("log.segment.bytes", INT, "1073741824", min=14),
+    ConfigDef("log.roll.ms", LONG, None, min=1),
     ConfigDef("log.roll.hours", INT, "168", min=1),
-    ConfigDef("log.roll.jitter.ms", LONG, None, min=0, dynamic=True),
+    ConfigDef("log.roll.jitter.ms", LONG, None, min=0),
     ConfigDef("log.roll.jitter.hours", INT, "0", min=0),
-    ConfigDef("log.retention.ms", LONG, None, min=-1, dynamic=True),
+    ConfigDef("log.retention.ms", LONG, None, min=-1),
     ConfigDef("log.retention.minutes", INT, None, min=-1),
     ConfigDef("log.retention.hours", INT, "168", min=-1),
-    ConfigDef("log.retention.bytes", LONG, "-1", dynamic=True),
+    ConfigDef("log.retention.bytes", LONG, "-1"),
     ConfigDef("log.retention.check.interval.ms", LONG, "300000", min=1),
-    ConfigDef("log.cleanup.policy", LIST, "delete", choices=CLEANUP_POLICIES, dynamic=True),
-    ConfigDef("log.index.interval.bytes", INT, "4096", min=0, dynamic=True),
-    ConfigDef("log.index.size.max.bytes", INT, "10485760", min=4, dynamic=True),
-    ConfigDef("log.flush.interval.messages", LONG, MAX_LONG, min=1, dynamic=True),
-    ConfigDef("log.flush.interval.ms", LONG, None, min=0, dynamic=True),
+    ConfigDef("log.cleanup.policy", LIST, "delete", choices=CLEANUP_POLICIES),
+    ConfigDef("log.index.interval.bytes", INT, "4096", min=0),
+    ConfigDef("log.index.size.max.bytes", INT, "10485760", min=4),
+    ConfigDef("log.flush.interval.messages", LONG, MAX_LONG, min=1),
+    ConfigDef("log.flush.interval.ms", LONG, None, min=0),
     ConfigDef("log.flush.scheduler.interval.ms", LONG, MAX_LONG, min=0),
     ConfigDef("log.flush.offset.checkpoint.interval.ms", INT, "60000", min=0),
     ConfigDef("log.flush.start.offset.checkpoint.interval.ms", INT, "60000", min=0),
-    ConfigDef("log.segment.delete.delay.ms", LONG, "60000", min=0, dynamic=True),
-    ConfigDef("log.preallocate", BOOL, "false", dynamic=True),
+    ConfigDef("log.segment.delete.delay.ms", LONG, "60000", min=0),
+    ConfigDef("log.preallocate", BOOL, "false"),
     ConfigDef("log.message.format.version", STR, "3.0-IV1"),
-    ConfigDef(
-        "log.message.timestamp.type", STR, "CreateTime", choices=TIMESTAMP_TYPES, dynamic=True
-    ),
-    ConfigDef("log.message.timestamp.difference.max.ms", LONG, MAX_LONG, min=0, dynamic=True),
-    ConfigDef("log.message.timestamp.before.max.ms", LONG, MAX_LONG, min=0, dynamic=True),
-    ConfigDef("log.message.timestamp.after.max.ms", LONG, MAX_LONG, min=0, dynamic=True),
-    ConfigDef("log.message.downconversion.enable", BOOL, "true", dynamic=True),
-    ConfigDef("message.max.bytes", INT, "1048588", min=0, dynamic=True),
-    ConfigDef("compression.type", STR, "producer", choices=COMPRESSION_TYPES, dynamic=True),
+    ConfigDef("log.message.timestamp.type", STR, "CreateTime", choices=TIMESTAMP_TYPES),
+    ConfigDef("log.message.timestamp.difference.max.ms", LONG, MAX_LONG, min=0),
+    ConfigDef("log.message.timestamp.before.max.ms", LONG, MAX_LONG, min=0),
+    ConfigDef("log.message.timestamp.after.max.ms", LONG, MAX_LONG, min=0),
+    ConfigDef("log.message.downconversion.enable", BOOL, "true"),
+    ConfigDef("message.max.bytes", INT, "1048588", min=0),
+    ConfigDef("compression.type", STR, "producer", choices=COMPRESSION_TYPES),
     ConfigDef("compression.gzip.level", INT, "-1", min=-1, max=9),
     ConfigDef("compression.lz4.level", INT, "9", min=1, max=17),
     ConfigDef("compression.zstd.level", INT, "3", min=-131072, max=22),
-    ConfigDef("min.insync.replicas", INT, "1", min=1, dynamic=True),
-    ConfigDef("unclean.leader.election.enable", BOOL, "false", dynamic=True),
+    ConfigDef("min.insync.replicas", INT, "1", min=1),
+    ConfigDef("unclean.leader.election.enable", BOOL, "false"),
     # Log cleaner.
     ConfigDef("log.cleaner.enable", BOOL, "true"),
     ConfigDef("log.cleaner.threads", INT, "1", min=0),
@@ -310,10 +328,10 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.cleaner.io.buffer.size", INT, "524288", min=0),
     ConfigDef("log.cleaner.io.buffer.load.factor", DBL, "0.9"),
     ConfigDef("log.cleaner.backoff.ms", LONG, "15000", min=0),
-    ConfigDef("log.cleaner.min.cleanable.ratio", DBL, "0.5", min=0, max=1, dynamic=True),
-    ConfigDef("log.cleaner.delete.retention.ms", LONG, "86400000", min=0, dynamic=True),
-    ConfigDef("log.cleaner.min.compaction.lag.ms", LONG, "0", min=0, dynamic=True),
-    ConfigDef("log.cleaner.max.compaction.lag.ms", LONG, MAX_LONG, min=1, dynamic=True),
+    ConfigDef("log.cleaner.min.cleanable.ratio", DBL, "0.5", min=0, max=1),
+    ConfigDef("log.cleaner.delete.retention.ms", LONG, "86400000", min=0),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", LONG, "0", min=0),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", LONG, MAX_LONG, min=1),
     # Leadership and shutdown.
     ConfigDef("auto.leader.rebalance.enable", BOOL, "true"),
     ConfigDef("leader.imbalance.per.broker.percentage", INT, "10"),
@@ -393,12 +411,154 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, "10000", min=1),
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", INT, "3600000", min=1),
     # KIP-890: partition leaders verify a transaction's first batch with its coordinator.
-    ConfigDef("transaction.partition.verification.enable", BOOL, "true", dynamic=True),
+    ConfigDef("transaction.partition.verification.enable", BOOL, "true"),
     ConfigDef("producer.id.expiration.ms", INT, "86400000", min=1),
     ConfigDef("producer.id.expiration.check.interval.ms", INT, "600000", min=1),
     # Tiered storage (KIP-405): accepted, not supported (-2: use the retention settings).
     ConfigDef("log.local.retention.ms", LONG, "-2", min=-2),
     ConfigDef("log.local.retention.bytes", LONG, "-2", min=-2),
+    ConfigDef("remote.fetch.max.wait.ms", INT, "500", min=1),
+    ConfigDef("remote.log.index.file.cache.total.size.bytes", LONG, "1073741824", min=1),
+    ConfigDef("remote.log.manager.copy.max.bytes.per.second", LONG, MAX_LONG, min=1),
+    ConfigDef("remote.log.manager.fetch.max.bytes.per.second", LONG, MAX_LONG, min=1),
+)
+
+# The broker properties AlterConfigs and IncrementalAlterConfigs may change on a BROKER
+# resource (KIP-226): Kafka 3.9's set, the ones DescribeConfigs reports as not read-only.
+# Which of them kbroker applies at once is said where they are applied
+# (kbroker/dynamic_config.py); the others are kept and apply at the next start.
+DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
+    {
+        # Listeners and their security (most of these per listener, below).
+        "advertised.listeners",
+        "listeners",
+        "listener.security.protocol.map",
+        "principal.builder.class",
+        "sasl.enabled.mechanisms",
+        "sasl.jaas.config",
+        "sasl.mechanism.inter.broker.protocol",
+        "sasl.kerberos.kinit.cmd",
+        "sasl.kerberos.min.time.before.relogin",
+        "sasl.kerberos.principal.to.local.rules",
+        "sasl.kerberos.service.name",
+        "sasl.kerberos.ticket.renew.jitter",
+        "sasl.kerberos.ticket.renew.window.factor",
+        "sasl.login.refresh.buffer.seconds",
+        "sasl.login.refresh.min.period.seconds",
+        "sasl.login.refresh.window.factor",
+        "sasl.login.refresh.window.jitter",
+        "ssl.cipher.suites",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+        "ssl.endpoint.identification.algorithm",
+        "ssl.engine.factory.class",
+        "ssl.key.password",
+        "ssl.keymanager.algorithm",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.keystore.type",
+        "ssl.protocol",
+        "ssl.provider",
+        "ssl.secure.random.implementation",
+        "ssl.trustmanager.algorithm",
+        "ssl.truststore.certificates",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.type",
+        # Connection limits.
+        "max.connections",
+        "max.connection.creation.rate",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        # Thread pools.
+        "background.threads",
+        "num.io.threads",
+        "num.network.threads",
+        "num.recovery.threads.per.data.dir",
+        "num.replica.fetchers",
+        # The log cleaner.
+        "log.cleaner.threads",
+        "log.cleaner.backoff.ms",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.load.factor",
+        "log.cleaner.io.buffer.size",
+        "log.cleaner.io.max.bytes.per.second",
+        # The defaults of topic configs.
+        "compression.type",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.cleanup.policy",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.index.interval.bytes",
+        "log.index.size.max.bytes",
+        "log.local.retention.bytes",
+        "log.local.retention.ms",
+        "log.message.downconversion.enable",
+        "log.message.timestamp.after.max.ms",
+        "log.message.timestamp.before.max.ms",
+        "log.message.timestamp.difference.max.ms",
+        "log.message.timestamp.type",
+        "log.preallocate",
+        "log.retention.bytes",
+        "log.retention.ms",
+        "log.roll.jitter.ms",
+        "log.roll.ms",
+        "log.segment.bytes",
+        "log.segment.delete.delay.ms",
+        "message.max.bytes",
+        "min.insync.replicas",
+        "unclean.leader.election.enable",
+        # The rest.
+        "metric.reporters",
+        "producer.id.expiration.ms",
+        "transaction.partition.verification.enable",
+        "remote.fetch.max.wait.ms",
+        "remote.log.index.file.cache.total.size.bytes",
+        "remote.log.manager.copy.max.bytes.per.second",
+        "remote.log.manager.fetch.max.bytes.per.second",
+    }
+)
+
+# Security configs that change at run time only for one listener, as
+# listener.name.<listener>.<config> (Kafka's SslConfigs.RECONFIGURABLE_CONFIGS).
+LISTENER_ONLY_CONFIGS: frozenset[str] = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+    }
+)
+
+# Dynamic configs that belong to one broker and cannot be cluster-wide defaults: its
+# listeners and their security, except the connection limits and network threads (as Kafka:
+# DynamicBrokerConfig's per-broker configs). Listener-prefixed configs other than SASL ones
+# are per broker too.
+PER_BROKER_CONFIGS: frozenset[str] = frozenset(
+    name
+    for name in DYNAMIC_BROKER_CONFIGS
+    if name.startswith(("ssl.", "sasl."))
+    or name
+    in {
+        "advertised.listeners",
+        "listeners",
+        "listener.security.protocol.map",
+        "principal.builder.class",
+    }
 )
 
 # Broker properties a listener may override as listener.name.<listener>.<property>
@@ -451,6 +611,26 @@ NO_EFFECT_YET: frozenset[str] = frozenset(
         "transaction.state.log.load.buffer.size",
         "log.local.retention.ms",
         "log.local.retention.bytes",
+        "principal.builder.class",
+        "sasl.kerberos.service.name",
+        "sasl.kerberos.kinit.cmd",
+        "sasl.kerberos.min.time.before.relogin",
+        "sasl.kerberos.principal.to.local.rules",
+        "sasl.kerberos.ticket.renew.jitter",
+        "sasl.kerberos.ticket.renew.window.factor",
+        "sasl.login.refresh.buffer.seconds",
+        "sasl.login.refresh.min.period.seconds",
+        "sasl.login.refresh.window.factor",
+        "sasl.login.refresh.window.jitter",
+        "ssl.engine.factory.class",
+        "ssl.keymanager.algorithm",
+        "ssl.trustmanager.algorithm",
+        "ssl.provider",
+        "ssl.secure.random.implementation",
+        "remote.fetch.max.wait.ms",
+        "remote.log.index.file.cache.total.size.bytes",
+        "remote.log.manager.copy.max.bytes.per.second",
+        "remote.log.manager.fetch.max.bytes.per.second",
     }
 )
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from kbroker.authorization import authorize
 from kbroker.config import describe_topic_configs
+from kbroker.dynamic_config import stored_dynamic_configs
 from kbroker.handlers.throttling import MutationQuota
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
@@ -87,7 +88,7 @@ def _created(broker: Broker, info: TopicInfo, version: int) -> CreatableTopicRes
         result.num_partitions = len(info.partitions)
         result.replication_factor = len(info.partitions[0].replicas) if info.partitions else -1
         entries = describe_topic_configs(
-            info.configs, broker.config, broker.metadata.broker_configs()
+            info.configs, broker.config, stored_dynamic_configs(broker.metadata)
         )
         result.configs = [
             CreatableTopicConfigs(

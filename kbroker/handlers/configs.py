@@ -3,8 +3,9 @@ CLIENT_METRICS resources.
 
 Resource types (ConfigResource.Type): TOPIC = 2, BROKER = 4, CLIENT_METRICS = 16 (KIP-714
 telemetry subscriptions, kbroker/telemetry/subscriptions.py); others are refused with
-INVALID_REQUEST. A BROKER resource is named by this broker's id; the empty name (Kafka's
-cluster-wide dynamic defaults) describes as empty and cannot be altered yet.
+INVALID_REQUEST. A BROKER resource is named by this broker's id (its own dynamic configs) or
+by the empty name (the cluster-wide dynamic defaults, KIP-226); which configs may change and
+how a change is checked and applied: kbroker/dynamic_config.py.
 
 AlterConfigs replaces a resource's whole override set (KIP-133); IncrementalAlterConfigs
 applies SET / DELETE / APPEND / SUBTRACT per config (KIP-339), APPEND and SUBTRACT only to
@@ -31,13 +32,17 @@ from controller.validation import validate_topic_name
 from kbroker.authorization import authorize
 from kbroker.config import (
     ConfigEntry,
+    DynamicConfigs,
     describe_broker_configs,
+    describe_default_broker_configs,
     describe_topic_configs,
     effective_topic_config,
+    listener_base_config,
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
-from kbroker.config_defs import BROKER_DEFS, TOPIC_DEFS, ConfigDef, ConfigSource, ConfigType
+from kbroker.config_defs import BROKER_DEFS, TOPIC_DEFS, ConfigSource, ConfigType
+from kbroker.dynamic_config import configuration_with, stored_dynamic_configs
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kbroker.telemetry import subscriptions
 from wire.errors import ErrorCode, KafkaError
@@ -99,8 +104,9 @@ def _existing_topic(broker: Broker, name: str) -> dict[str, str]:
 
 
 def _check_broker_name(broker: Broker, name: str) -> None:
-    """Only this broker's own id names a resource this broker can act on."""
-    if name != str(broker.config.broker_id):
+    """Only this broker's own id (or the empty name) names a resource this broker can act
+    on."""
+    if name not in ("", str(broker.config.broker_id)):
         raise KafkaError(
             ErrorCode.INVALID_REQUEST,
             f"Unexpected broker id, expected {broker.config.broker_id} or empty string, but "
@@ -126,13 +132,14 @@ def _describe_entries(broker: Broker, resource: DescribeConfigsResource) -> list
     )
     if resource.resource_type == TOPIC:
         overrides = _existing_topic(broker, resource.resource_name)
-        return describe_topic_configs(overrides, broker.config, broker.metadata.broker_configs())
+        return describe_topic_configs(
+            overrides, broker.config, stored_dynamic_configs(broker.metadata)
+        )
     if resource.resource_type == BROKER:
-        if resource.resource_name == "":
-            # Cluster-wide dynamic defaults: kbroker has none.
-            return []
         _check_broker_name(broker, resource.resource_name)
-        return describe_broker_configs(broker.config, broker.metadata.broker_configs())
+        if resource.resource_name == "":
+            return describe_default_broker_configs(stored_dynamic_configs(broker.metadata))
+        return describe_broker_configs(broker.config, stored_dynamic_configs(broker.metadata))
     if resource.resource_type == CLIENT_METRICS:
         if not resource.resource_name:
             raise KafkaError(
@@ -213,15 +220,8 @@ async def _replace_configs(
             await broker.metadata.set_topic_configs(name, _non_null(configs))
         return
     if resource_type == BROKER:
-        if name == "":
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST,
-                "Cluster-wide default broker configs are not supported yet; name the broker",
-            )
         _check_broker_name(broker, name)
-        validate_dynamic_broker_configs(configs)
-        if not validate_only:
-            await broker.metadata.set_broker_configs(_non_null(configs))
+        await _set_broker_configs(broker, name == "", configs, validate_only)
         return
     if resource_type == CLIENT_METRICS:
         subscriptions.check_name(name)
@@ -230,6 +230,28 @@ async def _replace_configs(
             await broker.metadata.set_client_metrics(name, normalized)
         return
     raise _unsupported_type(resource_type)
+
+
+async def _set_broker_configs(
+    broker: Broker, default: bool, configs: Mapping[str, str | None], validate_only: bool
+) -> None:
+    """Replace this broker's dynamic configs (or the cluster-wide defaults) once they are
+    checked as Kafka checks them and this broker could run with them."""
+    validate_dynamic_broker_configs(configs, per_broker=not default)
+    stored = _non_null(configs)
+    current = stored_dynamic_configs(broker.metadata)
+    candidate = (
+        DynamicConfigs(current.per_broker, stored)
+        if default
+        else DynamicConfigs(stored, current.cluster_default)
+    )
+    configuration_with(broker.static_config, candidate, broker.scram_credential)
+    if validate_only:
+        return
+    if default:
+        await broker.metadata.set_default_broker_configs(stored)
+    else:
+        await broker.metadata.set_broker_configs(stored)
 
 
 def _non_null(configs: Mapping[str, str | None]) -> dict[str, str]:
@@ -298,18 +320,19 @@ async def handle_alter_configs(
 def _apply_ops(
     current: dict[str, str],
     ops: list[AlterableConfig],
-    definitions: Mapping[str, ConfigDef],
+    type_of: Callable[[str], ConfigType | None],
     base_value: Callable[[str], str | None],
     unknown_code: ErrorCode,
 ) -> dict[str, str]:
     """Apply the operations to a copy of ``current`` (the resource's overrides).
 
+    ``type_of`` gives a config's type, None for a name the resource does not take.
     APPEND and SUBTRACT start from the current value, the override or else the value
     in effect (``base_value``)."""
     result = dict(current)
     for op in ops:
-        d = definitions.get(op.name)
-        if d is None:
+        config_type = type_of(op.name)
+        if config_type is None:
             raise KafkaError(unknown_code, f"Unknown config name: {op.name}")
         if op.config_operation == OP_SET:
             if op.value is None:
@@ -318,7 +341,7 @@ def _apply_ops(
         elif op.config_operation == OP_DELETE:
             result.pop(op.name, None)
         elif op.config_operation in (OP_APPEND, OP_SUBTRACT):
-            if d.type is not ConfigType.LIST:
+            if config_type is not ConfigType.LIST:
                 raise KafkaError(
                     ErrorCode.INVALID_CONFIG,
                     f"Config value append or subtract is not allowed for config {op.name}: "
@@ -354,7 +377,7 @@ async def _alter_incrementally(
 ) -> None:
     if resource_type == TOPIC:
         current = _existing_topic(broker, name)
-        dynamic = broker.metadata.broker_configs()
+        dynamic = stored_dynamic_configs(broker.metadata)
 
         def topic_value(config: str) -> str | None:
             return effective_topic_config(current, broker.config, dynamic)[config]
@@ -362,7 +385,7 @@ async def _alter_incrementally(
         updated = _apply_ops(
             current,
             ops,
-            {n: t.definition for n, t in TOPIC_DEFS.items()},
+            lambda config: t.definition.type if (t := TOPIC_DEFS.get(config)) else None,
             topic_value,
             ErrorCode.INVALID_CONFIG,
         )
@@ -371,35 +394,19 @@ async def _alter_incrementally(
             await broker.metadata.set_topic_configs(name, updated)
         return
     if resource_type == BROKER:
-        if name == "":
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST,
-                "Cluster-wide default broker configs are not supported yet; name the broker",
-            )
         _check_broker_name(broker, name)
+        default = name == ""
+        dynamic = stored_dynamic_configs(broker.metadata)
+        current = dynamic.cluster_default if default else dynamic.per_broker
 
         def broker_value(config: str) -> str | None:
-            return broker.config.props.get(config, BROKER_DEFS[config].default)
+            d = BROKER_DEFS.get(config)
+            return broker.config.props.get(config, None if d is None else d.default)
 
-        static = sorted(
-            op.name for op in ops if op.name in BROKER_DEFS and not BROKER_DEFS[op.name].dynamic
-        )
-        if static:
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST,
-                f"Cannot update these configs dynamically: {', '.join(static)}",
-            )
-        changed = {op.name for op in ops}
         updated = _apply_ops(
-            broker.metadata.broker_configs(),
-            ops,
-            BROKER_DEFS,
-            broker_value,
-            ErrorCode.INVALID_REQUEST,
+            dict(current), ops, _broker_config_type, broker_value, ErrorCode.INVALID_REQUEST
         )
-        validate_dynamic_broker_configs({k: v for k, v in updated.items() if k in changed})
-        if not validate_only:
-            await broker.metadata.set_broker_configs(updated)
+        await _set_broker_configs(broker, default, updated, validate_only)
         return
     if resource_type == CLIENT_METRICS:
         subscriptions.check_name(name)
@@ -432,6 +439,12 @@ def _apply_client_metrics_ops(
                 ErrorCode.INVALID_REQUEST, f"Unknown config operation {op.config_operation}"
             )
     return result
+
+
+def _broker_config_type(name: str) -> ConfigType:
+    """Names kbroker does not know are kept as Kafka keeps them, as strings."""
+    d = BROKER_DEFS.get(listener_base_config(name) or name)
+    return ConfigType.STRING if d is None else d.type
 
 
 async def handle_incremental_alter_configs(

@@ -252,6 +252,8 @@ class LogCleaner:
         self._abort = threading.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._pool: ThreadPoolExecutor | None = None
+        # Started as a service (with or without workers): reconfigure() starts it again.
+        self._serving = False
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -571,6 +573,7 @@ class LogCleaner:
 
     def start(self) -> None:
         """Start log.cleaner.threads workers on the running event loop."""
+        self._serving = True
         if not self.config.enable or self.config.threads <= 0:
             return
         self._abort.clear()
@@ -604,9 +607,27 @@ class LogCleaner:
                 continue
             self.install(result)
 
+    async def reconfigure(self, config: CleanerConfig) -> None:
+        """Run with new settings (dynamic log.cleaner.* configs, KIP-226): as Kafka's cleaner
+        does, the workers stop (a clean in progress is abandoned and done again later) and
+        start again with the new number of threads, IO rate and dedupe buffer."""
+        running = self._serving
+        await self.stop()
+        self.config = config
+        self.throttler = Throttler(config.io_max_bytes_per_second)
+        if running:
+            self.start()
+        log.info(
+            "log cleaner reconfigured: %d threads, %s bytes/s, dedupe buffer %d bytes",
+            config.threads if config.enable else 0,
+            config.io_max_bytes_per_second,
+            config.dedupe_buffer_size,
+        )
+
     async def stop(self) -> None:
         """Stop the workers; a clean in progress is abandoned (its files are removed here
         or at the next start-up)."""
+        self._serving = False
         self._abort.set()
         for task in self._tasks:
             task.cancel()

@@ -119,6 +119,9 @@ class KafkaServer:
         # One staging area for every connection's reads (wire.frame.FrameDecoder): all run on
         # this event loop, so an idle connection holds no receive buffer of its own.
         self._staging = FrameDecoder.new_staging()
+        # Each listener's security, by name: read at every accept, so set_security (a dynamic
+        # config change, KIP-226) applies to the connections accepted after it.
+        self._security: dict[str, ListenerSecurity] = {}
 
     def _new_connection(
         self, listener_name: str | None, ip: str, security: ListenerSecurity
@@ -155,10 +158,9 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         sockets = _listening_sockets(host, port, BACKLOG)
         self._sockets += sockets
+        self._security[listener_name or ""] = security
         for sock in sockets:
-            self._acceptors.append(
-                loop.create_task(self._accept_loop(sock, listener_name, security))
-            )
+            self._acceptors.append(loop.create_task(self._accept_loop(sock, listener_name)))
         if self._sweeper is None:
             self._sweeper = loop.create_task(self._sweep())
         bound = sockets[0].getsockname()[1]
@@ -171,9 +173,12 @@ class KafkaServer:
         )
         return int(bound)
 
-    async def _accept_loop(
-        self, sock: socket.socket, listener_name: str | None, security: ListenerSecurity
-    ) -> None:
+    def set_security(self, listener_name: str, security: ListenerSecurity) -> None:
+        """New connections on the listener use ``security``; open ones keep theirs. Its
+        protocol must stay the same (the listener's socket is not reopened)."""
+        self._security[listener_name] = security
+
+    async def _accept_loop(self, sock: socket.socket, listener_name: str | None) -> None:
         loop = asyncio.get_running_loop()
         listener = listener_name or ""
         quotas = self.quotas
@@ -228,6 +233,7 @@ class KafkaServer:
                 )
                 conn.close()
                 continue
+            security = self._security[listener]
             if security.tls is None:
                 await self._start_connection(conn, ip, listener_name, security)
                 continue

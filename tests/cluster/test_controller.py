@@ -1,8 +1,10 @@
-"""Controller failover, ZooKeeper restarts and expired sessions, preferred elections."""
+"""Controller failover, ZooKeeper restarts and expired sessions, preferred elections, and
+dynamic broker configs stored in ZooKeeper."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -19,6 +21,7 @@ from helpers import (
     resume,
     wait_for,
 )
+from kazoo.client import KazooClient
 from local_cluster import LocalCluster
 
 from wire.api_keys import ApiKey
@@ -28,7 +31,13 @@ from wire.messages.alter_partition_reassignments_request import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from wire.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from wire.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions
+from wire.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -143,3 +152,65 @@ def test_only_the_controller_elects_and_reassigns(cluster: LocalCluster) -> None
     # The controller itself answers.
     response = asyncio.run(call(cluster, ApiKey.ELECT_LEADERS, elect))
     assert response.error_code == ErrorCode.NONE
+
+
+BROKER = 4
+
+
+def _set_broker_configs(cluster: LocalCluster, via: int, name: str, **configs: str) -> None:
+    resource = AlterConfigsResource(
+        resource_type=BROKER,
+        resource_name=name,
+        configs=[AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()],
+    )
+    request = IncrementalAlterConfigsRequest(resources=[resource])
+    response = asyncio.run(call(cluster, ApiKey.INCREMENTAL_ALTER_CONFIGS, request, via))
+    assert response.responses[0].error_code == 0, response.responses[0].error_message
+
+
+def _in_force(cluster: LocalCluster, broker_id: int, name: str) -> tuple[str, int]:
+    resource = DescribeConfigsResource(
+        resource_type=BROKER, resource_name=str(broker_id), configuration_keys=[name]
+    )
+    request = DescribeConfigsRequest(resources=[resource])
+    response = asyncio.run(call(cluster, ApiKey.DESCRIBE_CONFIGS, request, broker_id))
+    entry = response.results[0].configs[0]
+    return entry.value, entry.config_source
+
+
+def test_dynamic_broker_configs_live_in_zookeeper(cluster: LocalCluster) -> None:
+    """Set through one broker, stored and announced as Kafka does, in force on every broker
+    at once (this broker's own value over the cluster default), kept across a restart."""
+    _set_broker_configs(cluster, 1, "", **{"log.cleaner.threads": "2"})
+    _set_broker_configs(cluster, 2, "2", **{"log.cleaner.threads": "3"})
+    wanted = {1: ("2", 3), 2: ("3", 2), 3: ("2", 3)}
+    wait_for(
+        lambda: (
+            all(
+                _in_force(cluster, b, "log.cleaner.threads") == value for b, value in wanted.items()
+            )
+            or None
+        ),
+        30,
+        "the dynamic configs in force on every broker",
+    )
+    zk = KazooClient(hosts=cluster.zookeeper.connect)
+    zk.start(timeout=30)
+    try:
+        default, _ = zk.get("/config/brokers/<default>")
+        own, _ = zk.get("/config/brokers/2")
+        changes = [
+            json.loads(zk.get(f"/config/changes/{c}")[0])
+            for c in zk.get_children("/config/changes")
+        ]
+    finally:
+        zk.stop()
+        zk.close()
+    assert json.loads(default) == {"version": 1, "config": {"log.cleaner.threads": "2"}}
+    assert json.loads(own) == {"version": 1, "config": {"log.cleaner.threads": "3"}}
+    assert {"version": 2, "entity_path": "brokers/<default>"} in changes
+    assert {"version": 2, "entity_path": "brokers/2"} in changes
+    cluster.brokers[3].restart(timeout=60)
+    cluster.wait_registered()
+    assert _in_force(cluster, 3, "log.cleaner.threads") == ("2", 3)
+    assert "log cleaner reconfigured: 2 threads" in cluster.brokers[1].stderr_path.read_text()

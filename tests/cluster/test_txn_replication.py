@@ -1,6 +1,7 @@
 """Transactions on replicated partitions: markers wait for the ISR, followers build the same
 producer state and aborted-transaction index, and a new leader keeps the open transactions
-(its last stable offset) after the old one is killed."""
+(its last stable offset) after the old one is killed; producer ids are unique in the cluster,
+whichever broker gives them out."""
 
 from __future__ import annotations
 
@@ -13,15 +14,20 @@ from helpers import create_topic, full_isr, partition_view, wait_for
 from local_cluster import LocalCluster
 
 from kbroker.client import BrokerConnection
+from kbroker.data_client import DataClient
+from kbroker.transactional_producer import TransactionalProducer, end_transaction
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from wire.messages.init_producer_id_request import InitProducerIdRequest
 from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from wire.messages.write_txn_markers_request import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
+from wire.records.batch import iter_batches
+from wire.records.isolation import AbortedFilter
 from wire.records.record import Record, build_batch
 
 pytestmark = pytest.mark.slow
@@ -84,7 +90,7 @@ def write_marker(cluster: LocalCluster, broker_id: int, pid: int, commit: bool) 
     return int(response.markers[0].topics[0].partitions[0].error_code)
 
 
-def fetch_committed(cluster: LocalCluster, broker_id: int):
+def fetch_committed(cluster: LocalCluster, broker_id: int, topic: str = TOPIC):
     request = FetchRequest(
         max_wait_ms=0,
         min_bytes=0,
@@ -92,7 +98,7 @@ def fetch_committed(cluster: LocalCluster, broker_id: int):
         isolation_level=1,
         topics=[
             FetchTopic(
-                topic=TOPIC,
+                topic=topic,
                 partitions=[
                     FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
                 ],
@@ -163,3 +169,74 @@ def test_markers_replicate_and_a_new_leader_keeps_open_transactions(
         assert done.last_stable_offset == done.high_watermark > open_first
     finally:
         cluster.brokers[leader].start(timeout=60)
+
+
+def idempotent_producer_id(cluster: LocalCluster, broker_id: int) -> int:
+    """InitProducerId without a transactional id, as the Java client's idempotent producer
+    sends it (to whichever broker it picks)."""
+    request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=2**31 - 1)
+    response = call(cluster, broker_id, ApiKey.INIT_PRODUCER_ID, request, 4)
+    assert response.error_code == 0
+    return int(response.producer_id)
+
+
+def produce_idempotent(cluster: LocalCluster, leader: int, topic: str, pid: int) -> int:
+    now = int(time.time() * 1000)
+    batch = build_batch(
+        [Record(i, now, b"k%d" % i, b"v") for i in range(5)],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=0,
+    )
+    request = ProduceRequest(
+        acks=-1,
+        timeout_ms=10_000,
+        topic_data=[
+            TopicProduceData(
+                name=topic, partition_data=[PartitionProduceData(index=0, records=batch)]
+            )
+        ],
+    )
+    response = call(cluster, leader, ApiKey.PRODUCE, request, 9)
+    return int(response.responses[0].partition_responses[0].error_code)
+
+
+def committed_record_count(cluster: LocalCluster, leader: int, topic: str) -> int:
+    data = fetch_committed(cluster, leader, topic)
+    keep = AbortedFilter((a.producer_id, a.first_offset) for a in data.aborted_transactions)
+    records = bytes(data.records or b"")
+    return sum(
+        header.records_count
+        for pos, header in iter_batches(records)
+        if not keep.drop(header, records[pos : pos + header.size])
+    )
+
+
+def test_idempotent_producers_after_a_transaction_keep_their_records(
+    cluster: LocalCluster,
+) -> None:
+    """librdkafka's test 0098, sub-test 1.2, with the Java producer: a transactional producer
+    commits 5 records and aborts 5, then an idempotent producer writes 5. Each broker used
+    to count producer ids from 0 by itself, so the idempotent producer, asking a broker other
+    than the transaction coordinator, got the transactional producer's id: the partition
+    leader fenced its batch (an older epoch) or took it for a duplicate, the Java producer
+    dropped the records without a word, and a read_committed consumer read 5 of 10."""
+    topic = "txn-then-idempotent"
+    create_topic(cluster, topic, **{"min.insync.replicas": "2"})
+    leader = wait_for(lambda: full_isr(cluster, topic), 90, "a full ISR").leader
+    with DataClient(cluster.bootstrap) as client:
+        transactional = TransactionalProducer(client, "txn-then-idempotent", 60_000)
+        for commit in (True, False):
+            # One transaction per init (the epoch goes up by one).
+            transactional.init()
+            now = int(time.time() * 1000)
+            transactional.produce((topic, 0), [Record(0, now, b"t", b"v")] * 5)
+            end_transaction(client, transactional.handle, commit)
+    idempotent = [idempotent_producer_id(cluster, b) for b in sorted(cluster.brokers)]
+    assert len({transactional.handle.producer_id, *idempotent}) == 4
+    assert [produce_idempotent(cluster, leader, topic, pid) for pid in idempotent] == [0] * 3
+    wait_for(
+        lambda: committed_record_count(cluster, leader, topic) == 5 + 3 * 5 or None,
+        30,
+        "the committed and the idempotent records below the last stable offset",
+    )

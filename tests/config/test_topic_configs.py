@@ -8,7 +8,9 @@ from kbroker.config import (
     BrokerConfig,
     ConfigEntry,
     ConfigSynonym,
+    DynamicConfigs,
     describe_broker_configs,
+    describe_default_broker_configs,
     describe_topic_configs,
     effective_topic_config,
     validate_dynamic_broker_configs,
@@ -90,8 +92,25 @@ def test_broker_properties_supply_topic_defaults(
 
 def test_dynamic_broker_configs_win_over_static() -> None:
     broker = BrokerConfig.from_properties({"log.retention.hours": "1"})
-    effective = effective_topic_config({}, broker, {"log.retention.ms": "42"})
+    effective = effective_topic_config({}, broker, DynamicConfigs({"log.retention.ms": "42"}))
     assert effective["retention.ms"] == "42"
+    # This broker's own dynamic config wins over the cluster-wide default.
+    both = DynamicConfigs({"log.segment.bytes": "2000"}, {"log.segment.bytes": "3000"})
+    assert effective_topic_config({}, broker, both)["segment.bytes"] == "2000"
+    default_only = DynamicConfigs({}, {"log.segment.bytes": "3000"})
+    assert effective_topic_config({}, broker, default_only)["segment.bytes"] == "3000"
+
+
+def test_with_dynamic_keeps_the_static_properties() -> None:
+    static = BrokerConfig.from_properties({"message.max.bytes": "1000", "broker.id": "1"})
+    dynamic = DynamicConfigs(
+        {"log.cleaner.threads": "3", "foo.bar": "kept, no value"},
+        {"log.cleaner.threads": "2", "message.max.bytes": "5000"},
+    )
+    config = static.with_dynamic(dynamic)
+    assert config.get("log.cleaner.threads") == 3
+    assert config.get("message.max.bytes") == config.message_max_bytes == 5000
+    assert config.props == static.props
 
 
 def test_effective_topic_config_overrides_win() -> None:
@@ -139,16 +158,39 @@ def test_invalid_topic_configs(configs: dict[str, str | None], message: str) -> 
 
 
 def test_dynamic_broker_config_validation() -> None:
-    validate_dynamic_broker_configs({"log.retention.ms": "1000", "message.max.bytes": "100"})
-    for configs, message in [
-        ({"num.io.threads": "4"}, "Cannot update these configs dynamically"),
-        ({"log.retention.hours": "1"}, "Cannot update these configs dynamically"),
-        ({"no.such.thing": "1"}, "Unknown broker config name"),
-        ({"log.segment.bytes": "1"}, "at least 14"),
-        ({"log.segment.bytes": None}, "Null value"),
+    # Kafka keeps names it does not know, and lets listener overrides name any listener.
+    validate_dynamic_broker_configs(
+        {
+            "log.retention.ms": "1000",
+            "message.max.bytes": "100",
+            "sasl.kerberos.min.time.before.relogin": "58000",
+            "background.threads": "9",
+            "no.such.thing": "1",
+            "listener.name.ssl.ssl.keystore.location": "/etc/keystore.pem",
+        }
+    )
+    validate_dynamic_broker_configs(
+        {"log.cleaner.threads": "2", "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN"},
+        per_broker=False,
+    )
+    default = "Cannot update these configs at default cluster level, broker id must be specified"
+    for configs, per_broker, message in [
+        ({"broker.id": "4"}, True, "Cannot update these configs dynamically: broker.id"),
+        ({"log.retention.hours": "1"}, True, "Cannot update these configs dynamically"),
+        (
+            {"ssl.keystore.location": "/x"},
+            True,
+            "These security configs can be dynamically updated only per-listener using the "
+            "listener prefix: ssl.keystore.location",
+        ),
+        ({"log.segment.bytes": "1"}, True, "at least 14"),
+        ({"listener.name.ssl.ssl.client.auth": "maybe"}, True, "is not one of"),
+        ({"log.segment.bytes": None}, True, "Null value"),
+        ({"sasl.kerberos.min.time.before.relogin": "1"}, False, default),
+        ({"listener.name.ssl.ssl.keystore.location": "/x"}, False, default),
     ]:
         with pytest.raises(KafkaError) as info:
-            validate_dynamic_broker_configs(configs)
+            validate_dynamic_broker_configs(configs, per_broker=per_broker)
         assert info.value.code == ErrorCode.INVALID_REQUEST
         assert message in str(info.value.message)
 
@@ -160,7 +202,7 @@ def _entry(entries: list[ConfigEntry], name: str) -> ConfigEntry:
 def test_describe_topic_config_sources_and_synonyms() -> None:
     broker = BrokerConfig.from_properties({"log.retention.hours": "24"})
     entries = describe_topic_configs(
-        {"segment.bytes": "4096"}, broker, {"log.retention.ms": "5000"}
+        {"segment.bytes": "4096"}, broker, DynamicConfigs({"log.retention.ms": "5000"})
     )
     assert [e.name for e in entries] == sorted(TOPIC_DEFS)
 
@@ -193,7 +235,7 @@ def test_describe_topic_config_sources_and_synonyms() -> None:
 
 def test_describe_broker_configs() -> None:
     broker = BrokerConfig.from_properties({"num.partitions": "3", "log.retention.hours": "5"})
-    entries = describe_broker_configs(broker, {"log.retention.ms": "7"})
+    entries = describe_broker_configs(broker, DynamicConfigs({"log.retention.ms": "7"}))
     partitions = _entry(entries, "num.partitions")
     assert (partitions.value, partitions.source, partitions.read_only) == (
         "3",
@@ -217,3 +259,57 @@ def test_describe_broker_configs() -> None:
     ]
     rack = _entry(entries, "broker.rack")
     assert (rack.value, rack.source, rack.synonyms) == (None, ConfigSource.DEFAULT_CONFIG, ())
+
+
+def test_describe_broker_configs_as_kafka_does() -> None:
+    """What Kafka 3.9 answers for the same configs (seen with DescribeConfigs v4)."""
+    broker = BrokerConfig.from_properties({})
+    dynamic = DynamicConfigs(
+        {
+            "background.threads": "9",
+            "listener.name.plaintext.ssl.keystore.type": "PEM",
+            "foo.bar": "1",
+        },
+        {"background.threads": "7", "log.cleaner.threads": "2", "foo.baz": "x"},
+    )
+    entries = describe_broker_configs(broker, dynamic)
+    threads = _entry(entries, "background.threads")
+    assert (threads.value, threads.source, threads.read_only) == (
+        "9",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        False,
+    )
+    assert threads.synonyms == (
+        ConfigSynonym("background.threads", "9", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ConfigSynonym("background.threads", "7", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ConfigSynonym("background.threads", "10", ConfigSource.DEFAULT_CONFIG),
+    )
+    cleaner = _entry(entries, "log.cleaner.threads")
+    assert (cleaner.value, cleaner.source) == ("2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    keystore = _entry(entries, "listener.name.plaintext.ssl.keystore.type")
+    assert (keystore.value, keystore.source, keystore.read_only, keystore.type) == (
+        "PEM",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        True,
+        ConfigType.STRING,
+    )
+    assert keystore.synonyms == (
+        ConfigSynonym(
+            "listener.name.plaintext.ssl.keystore.type", "PEM", ConfigSource.DYNAMIC_BROKER_CONFIG
+        ),
+        ConfigSynonym("ssl.keystore.type", "JKS", ConfigSource.DEFAULT_CONFIG),
+    )
+    unknown = _entry(entries, "foo.bar")
+    assert (unknown.value, unknown.sensitive, unknown.type, unknown.read_only) == (
+        None,
+        True,
+        ConfigType.UNKNOWN,
+        True,
+    )
+    assert _entry(entries, "foo.baz").source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    defaults = describe_default_broker_configs(dynamic)
+    assert [(e.name, e.value, e.source) for e in defaults] == [
+        ("background.threads", "7", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("foo.baz", None, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.cleaner.threads", "2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+    ]

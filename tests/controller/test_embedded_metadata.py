@@ -197,10 +197,19 @@ async def test_topic_and_broker_configs(tmp_path: Path) -> None:
     await expect_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, md.set_topic_configs("u", {}))
     await md.set_broker_configs({"log.retention.ms": "5"})
     assert md.broker_configs() == {"log.retention.ms": "5"}
-    await expect_error(ErrorCode.INVALID_REQUEST, md.set_broker_configs({"num.io.threads": "2"}))
+    await expect_error(ErrorCode.INVALID_REQUEST, md.set_broker_configs({"broker.id": "2"}))
     assert md.broker_configs() == {"log.retention.ms": "5"}
     # A broker config change may change every topic's effective config.
     assert changed == ["t", "t"]
+    told: list[bool] = []
+    md.add_broker_config_listener(lambda: told.append(True))
+    await md.set_default_broker_configs({"log.cleaner.threads": "2"})
+    assert md.default_broker_configs() == {"log.cleaner.threads": "2"}
+    assert changed == ["t", "t", "t"] and told == [True]
+    await expect_error(
+        ErrorCode.INVALID_REQUEST,
+        md.set_default_broker_configs({"listener.name.ssl.ssl.keystore.location": "/k"}),
+    )
 
 
 async def test_state_survives_restart(tmp_path: Path) -> None:
@@ -212,6 +221,7 @@ async def test_state_survives_restart(tmp_path: Path) -> None:
     await md.create_partitions("c", 3)
     await md.set_topic_configs("c", {"retention.bytes": "100"})
     await md.set_broker_configs({"message.max.bytes": "5000"})
+    await md.set_default_broker_configs({"log.cleaner.threads": "2"})
     await md.stop()
 
     again = await started(make_config(tmp_path))
@@ -221,6 +231,7 @@ async def test_state_survives_restart(tmp_path: Path) -> None:
     assert set(again.topics()) == {"a", "c"}
     assert len(again.topic("c").partitions) == 3  # type: ignore[union-attr]
     assert again.broker_configs() == {"message.max.bytes": "5000"}
+    assert again.default_broker_configs() == {"log.cleaner.threads": "2"}
     state = json.loads((tmp_path / "a" / METADATA_FILE).read_text())
     assert state["version"] == 1 and state["cluster_id"] == md.cluster_id
     assert not (tmp_path / "a" / (METADATA_FILE + ".tmp")).exists()

@@ -50,6 +50,8 @@ async def make_broker(tmp_path: Path, **props: str) -> Any:
     quotas = QuotaManager(metadata.client_quotas, clock=time.monotonic)
     return SimpleNamespace(
         config=config,
+        static_config=config,
+        scram_credential=lambda user, mechanism: None,
         metadata=metadata,
         logs=FakeLogs(config.log_dirs, config.cordoned_log_dirs),
         quotas=quotas,

@@ -204,10 +204,10 @@ async def test_alter_validate_only(with_topic: Any) -> None:
             alter_resource(TOPIC, "missing", segment_bytes="2048"),
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ),
-        (alter_resource(BROKER, "1", num_io_threads="4"), ErrorCode.INVALID_REQUEST),
+        (alter_resource(BROKER, "1", broker_id="4"), ErrorCode.INVALID_REQUEST),
         (alter_resource(BROKER, "1", log_segment_bytes="1"), ErrorCode.INVALID_REQUEST),
         (alter_resource(BROKER, "7", log_retention_ms="1"), ErrorCode.INVALID_REQUEST),
-        (alter_resource(BROKER, "", log_retention_ms="1"), ErrorCode.INVALID_REQUEST),
+        (alter_resource(BROKER, "", ssl_client_auth="required"), ErrorCode.INVALID_REQUEST),
         (alter_resource(8, "1", x="1"), ErrorCode.INVALID_REQUEST),
         (
             ac.AlterConfigsResource(
@@ -312,11 +312,11 @@ async def test_incremental_validate_only(with_topic: Any) -> None:
             ErrorCode.INVALID_REQUEST,
         ),
         (ops(TOPIC, "missing", ("retention.ms", SET, "1")), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-        (ops(BROKER, "1", ("num.io.threads", SET, "2")), ErrorCode.INVALID_REQUEST),
-        (ops(BROKER, "1", ("num.io.threads", DELETE, None)), ErrorCode.INVALID_REQUEST),
+        (ops(BROKER, "1", ("num.partitions", SET, "2")), ErrorCode.INVALID_REQUEST),
+        (ops(BROKER, "1", ("ssl.keystore.location", SET, "/k")), ErrorCode.INVALID_REQUEST),
         (ops(BROKER, "1", ("log.segment.bytes", SET, "1")), ErrorCode.INVALID_REQUEST),
         (ops(BROKER, "1", ("log.segment.bytes", APPEND, "1")), ErrorCode.INVALID_CONFIG),
-        (ops(BROKER, "", ("log.segment.bytes", SET, "2048")), ErrorCode.INVALID_REQUEST),
+        (ops(BROKER, "", ("sasl.jaas.config", SET, "x")), ErrorCode.INVALID_REQUEST),
         (ops(BROKER, "0", ("log.segment.bytes", SET, "2048")), ErrorCode.INVALID_REQUEST),
         (ops(16, "x", ("a", SET, "1")), ErrorCode.INVALID_REQUEST),
     ],
@@ -335,3 +335,73 @@ async def test_incremental_duplicate_resources(with_topic: Any) -> None:
     change = ops(TOPIC, "t", ("segment.bytes", SET, "2048"))
     response = await incremental(with_topic, 0, change, change)
     assert [r.error_code for r in response.responses] == [ErrorCode.INVALID_REQUEST] * 2
+
+
+# --- dynamic broker configs (KIP-226) -------------------------------------------------------
+
+
+async def test_librdkafka_0081_broker_config_is_accepted(with_topic: Any) -> None:
+    """librdkafka's test 0081 sets this on a broker with AlterConfigs and expects success, as
+    Kafka answers: it is one of Kafka's dynamic broker configs."""
+    response = await alter(
+        with_topic, 1, alter_resource(BROKER, "1", sasl_kerberos_min_time_before_relogin="58000")
+    )
+    assert response.responses[0].error_code == 0
+    assert with_topic.metadata.broker_configs() == {
+        "sasl.kerberos.min.time.before.relogin": "58000"
+    }
+    response = await incremental(
+        with_topic,
+        1,
+        ops(
+            BROKER, "1", ("background.threads", SET, "9"), ("log.cleanup.policy", APPEND, "compact")
+        ),
+    )
+    assert response.responses[0].error_code == 0
+    assert with_topic.metadata.broker_configs()["log.cleanup.policy"] == "delete,compact"
+
+
+async def test_cluster_default_broker_configs(with_topic: Any) -> None:
+    response = await incremental(
+        with_topic,
+        1,
+        ops(BROKER, "", ("log.cleaner.threads", SET, "2"), ("message.max.bytes", SET, "5000")),
+    )
+    assert response.responses[0].error_code == 0
+    assert with_topic.metadata.default_broker_configs() == {
+        "log.cleaner.threads": "2",
+        "message.max.bytes": "5000",
+    }
+    answer = await describe(with_topic, 4, resource(BROKER, ""), synonyms=True)
+    assert [(c.name, c.value, c.config_source) for c in answer.results[0].configs] == [
+        ("log.cleaner.threads", "2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("message.max.bytes", "5000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+    ]
+    answer = await describe(
+        with_topic, 4, resource(BROKER, "1", ["message.max.bytes"]), synonyms=True
+    )
+    entry = answer.results[0].configs[0]
+    assert (entry.value, entry.config_source) == (
+        "5000",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
+    # The topics take the new default.
+    answer = await describe(with_topic, 4, resource(TOPIC, "t", ["max.message.bytes"]))
+    assert answer.results[0].configs[0].value == "5000"
+
+
+async def test_a_listener_key_store_that_does_not_load_is_refused(with_topic: Any) -> None:
+    response = await incremental(
+        with_topic,
+        1,
+        ops(
+            BROKER,
+            "1",
+            ("listener.security.protocol.map", SET, "PLAINTEXT:SSL"),
+            ("listener.name.plaintext.ssl.keystore.type", SET, "PEM"),
+            ("listener.name.plaintext.ssl.keystore.location", SET, "/no/such/keystore.pem"),
+        ),
+    )
+    assert response.responses[0].error_code == ErrorCode.INVALID_REQUEST
+    assert "TLS settings" in str(response.responses[0].error_message)
+    assert with_topic.metadata.broker_configs() == {}
