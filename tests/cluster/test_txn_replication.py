@@ -18,7 +18,13 @@ from kbroker.data_client import DataClient
 from kbroker.transactional_producer import TransactionalProducer, end_transaction
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
+from wire.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from wire.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 from wire.messages.init_producer_id_request import InitProducerIdRequest
 from wire.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from wire.messages.write_txn_markers_request import (
@@ -47,6 +53,53 @@ async def _call(cluster: LocalCluster, broker_id: int, api_key: int, body: objec
 
 def call(cluster: LocalCluster, broker_id: int, api_key: int, body: object, version: int):
     return asyncio.run(_call(cluster, broker_id, api_key, body, version))
+
+
+VERIFICATION = "transaction.partition.verification.enable"
+BROKER_RESOURCE = 4
+
+
+def verification_on(cluster: LocalCluster, broker_id: int) -> bool:
+    request = DescribeConfigsRequest(
+        resources=[
+            DescribeConfigsResource(
+                resource_type=BROKER_RESOURCE,
+                resource_name=str(broker_id),
+                configuration_keys=[VERIFICATION],
+            )
+        ]
+    )
+    response = call(cluster, broker_id, ApiKey.DESCRIBE_CONFIGS, request, 4)
+    return response.results[0].configs[0].value == "true"
+
+
+def set_verification(cluster: LocalCluster, enabled: bool) -> None:
+    """KIP-890's verification of transactional produces, as a cluster-wide dynamic default,
+    and wait for every live broker to apply it."""
+    op = 1 if enabled else 0  # DELETE the default (back to true), or SET it to false
+    request = IncrementalAlterConfigsRequest(
+        resources=[
+            AlterConfigsResource(
+                resource_type=BROKER_RESOURCE,
+                resource_name="",
+                configs=[
+                    AlterableConfig(
+                        name=VERIFICATION,
+                        config_operation=op,
+                        value=None if enabled else "false",
+                    )
+                ],
+            )
+        ]
+    )
+    live = [b for b, broker in cluster.brokers.items() if broker.running()]
+    response = call(cluster, live[0], ApiKey.INCREMENTAL_ALTER_CONFIGS, request, 1)
+    assert response.responses[0].error_code == 0, response.responses[0].error_message
+    wait_for(
+        lambda: all(verification_on(cluster, b) == enabled for b in live) or None,
+        30,
+        f"{VERIFICATION}={enabled} on every broker",
+    )
 
 
 def produce_txn(cluster: LocalCluster, leader: int, pid: int, count: int) -> int:
@@ -118,6 +171,18 @@ def test_markers_replicate_and_a_new_leader_keeps_open_transactions(
 ) -> None:
     create_topic(cluster, TOPIC, **{"min.insync.replicas": "2"})
     leader = wait_for(lambda: full_isr(cluster, TOPIC), 90, "a full ISR").leader
+    # The batches are written by hand, without a transaction coordinator, which KIP-890's
+    # verification would refuse; an operator may switch it off (a dynamic config).
+    set_verification(cluster, False)
+    try:
+        _markers_replicate_and_a_new_leader_keeps_open_transactions(cluster, leader)
+    finally:
+        set_verification(cluster, True)
+
+
+def _markers_replicate_and_a_new_leader_keeps_open_transactions(
+    cluster: LocalCluster, leader: int
+) -> None:
     aborted_first = produce_txn(cluster, leader, ABORTED, 3)
     open_first = produce_txn(cluster, leader, OPEN, 2)
     # Acknowledged only once the ISR has the marker.
