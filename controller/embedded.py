@@ -23,14 +23,15 @@ log dir and survives restarts. Files:
                 "principal": "User:alice", "host": "*", "operation": "Read",
                 "permission_type": "Allow"}],
       "client_metrics": {"producers": {"interval.ms": "1000",
-                                       "metrics": "org.apache.kafka.producer."}}
+                                       "metrics": "org.apache.kafka.producer."}},
+      "group_configs": {"orders": {"consumer.session.timeout.ms": "50000"}}
     }
 
 ``broker_configs`` are this broker's dynamic configs, ``default_broker_configs`` the
 cluster-wide ones (KIP-226; absent in older files). ``client_quotas``
 (controller/quota_store.py), ``scram_credentials`` (controller/credential_store.py),
-``acls`` (controller/acl_store.py) and ``client_metrics`` (controller/client_metrics_store.py)
-may be absent in older files.
+``acls`` (controller/acl_store.py), ``client_metrics`` and ``group_configs``
+(controller/named_configs.py) may be absent in older files.
 
 It is replaced whole on every change: written to ``__kbroker_metadata.json.tmp``, fsynced,
 renamed over the old file, then the directory is fsynced (DESIGN rule 6), so a crash leaves
@@ -57,7 +58,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from controller import acl_store, client_metrics_store, credential_store, quota_store
+from controller import acl_store, credential_store, named_configs, quota_store
 from controller.credential_store import CredentialTable, ScramChange
 from controller.interface import (
     BrokerInfo,
@@ -170,7 +171,10 @@ class EmbeddedMetadata(TopicCache):
         self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._scram: dict[str, dict[str, ScramCredential]] = {}
         self._acls: frozenset[AclBinding] = frozenset()
-        self._client_metrics: dict[str, dict[str, str]] = {}
+        # Named configs by kind (client-metrics subscriptions, group configs).
+        self._named: dict[named_configs.NamedConfigKind, dict[str, dict[str, str]]] = {
+            kind: {} for kind in named_configs.KINDS
+        }
         self._lock = asyncio.Lock()
         self._me = self._own_info()
         self._producer_id_blocks = FileBlockStore(self._dir)
@@ -219,7 +223,10 @@ class EmbeddedMetadata(TopicCache):
         return self._acls
 
     def client_metrics(self) -> Mapping[str, Mapping[str, str]]:
-        return self._client_metrics
+        return self._named[named_configs.CLIENT_METRICS]
+
+    def group_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return self._named[named_configs.GROUPS]
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -254,7 +261,10 @@ class EmbeddedMetadata(TopicCache):
                 client_quotas = quota_store.from_json(state.get("client_quotas", []))
                 scram = credential_store.from_json(state.get("scram_credentials", {}))
                 acls = acl_store.from_json(state.get("acls", []))
-                client_metrics = client_metrics_store.from_json(state.get("client_metrics", {}))
+                named = {
+                    kind: named_configs.from_json(state.get(kind.state_key, {}))
+                    for kind in named_configs.KINDS
+                }
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 raise MetadataStoreError(f"cannot read {path}: {e}") from e
             self._publish_topics({t.name: t for t in topics})
@@ -263,7 +273,7 @@ class EmbeddedMetadata(TopicCache):
             self._client_quotas = client_quotas
             self._scram = scram
             self._acls = acls
-            self._client_metrics = client_metrics
+            self._named = named
             stored_ids.add(cluster_id)
         if len(stored_ids) > 1:
             raise MetadataStoreError(
@@ -312,10 +322,10 @@ class EmbeddedMetadata(TopicCache):
         client_quotas: Mapping[QuotaEntity, Mapping[str, float]] | None = None,
         scram: CredentialTable | None = None,
         acls: frozenset[AclBinding] | None = None,
-        client_metrics: client_metrics_store.Table | None = None,
+        named: Mapping[named_configs.NamedConfigKind, named_configs.Table] | None = None,
         default_broker_configs: Mapping[str, str] | None = None,
     ) -> None:
-        state = {
+        state: dict[str, Any] = {
             "version": FORMAT_VERSION,
             "cluster_id": self._cluster_id,
             "topics": [_topic_to_json(t) for t in topics.values()],
@@ -330,10 +340,9 @@ class EmbeddedMetadata(TopicCache):
             ),
             "scram_credentials": credential_store.to_json(self._scram if scram is None else scram),
             "acls": acl_store.to_json(self._acls if acls is None else acls),
-            "client_metrics": client_metrics_store.to_json(
-                self._client_metrics if client_metrics is None else client_metrics
-            ),
         }
+        for kind, table in (self._named if named is None else named).items():
+            state[kind.state_key] = named_configs.to_json(table)
         data = json.dumps(state, indent=1, sort_keys=True).encode("utf-8")
         atomic_write(self._dir / METADATA_FILE, data)
 
@@ -376,14 +385,21 @@ class EmbeddedMetadata(TopicCache):
             self._acls = acls
 
     async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
+        await self._set_named(named_configs.CLIENT_METRICS, name, configs)
+
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        await self._set_named(named_configs.GROUPS, group_id, configs)
+
+    async def _set_named(
+        self, kind: named_configs.NamedConfigKind, name: str, configs: Mapping[str, str]
+    ) -> None:
         async with self._lock:
-            table = client_metrics_store.with_change(self._client_metrics, name, configs)
-            if table == self._client_metrics:
+            table = named_configs.with_change(self._named[kind], name, configs)
+            if table == self._named[kind]:
                 return
-            await asyncio.to_thread(
-                self._persist, self._topics, self._broker_configs, client_metrics=table
-            )
-            self._client_metrics = table
+            named = {**self._named, kind: table}
+            await asyncio.to_thread(self._persist, self._topics, self._broker_configs, named=named)
+            self._named = named
 
     # The state file stores any name.
     def quota_entity_refusal(self, key: QuotaEntity) -> str | None:

@@ -196,12 +196,21 @@ class MetadataBackend(Protocol):
         ...
 
     def client_metrics(self) -> Mapping[str, Mapping[str, str]]:
-        """Client-metrics subscriptions' configs by name (controller/client_metrics_store.py);
+        """Client-metrics subscriptions' configs by name (controller/named_configs.py);
         read-only, and the same object until they change."""
         ...
 
     async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace one subscription's configs (none: remove it), persisted before return."""
+        ...
+
+    def group_configs(self) -> Mapping[str, Mapping[str, str]]:
+        """Groups' configs by group id (controller/named_configs.py); read-only, and the
+        same object until they change."""
+        ...
+
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """Replace one group's configs (none: remove them), persisted before return."""
         ...
 
     def acl_refusal(self, acl: AclBinding) -> str | None:

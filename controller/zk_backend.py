@@ -60,10 +60,10 @@ from kazoo.handlers.utils import AsyncResult
 
 from controller import (
     acl_store,
-    client_metrics_store,
     config_znodes,
     credential_store,
     decisions,
+    named_configs,
     producer_id_blocks,
     quota_store,
     zk_paths,
@@ -130,7 +130,10 @@ class Snapshot:
     client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
     scram: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
     acls: frozenset[AclBinding] = frozenset()
-    client_metrics: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Named configs by kind (client-metrics subscriptions, group configs).
+    named: dict[named_configs.NamedConfigKind, dict[str, dict[str, str]]] = field(
+        default_factory=lambda: {kind: {} for kind in named_configs.KINDS}
+    )
     topic_versions: dict[str, int] = field(default_factory=dict)
     moving: dict[TopicPartition, decisions.Reassignment] = field(default_factory=dict)
 
@@ -202,7 +205,10 @@ class ZkMetadata(TopicCache):
         return self._snapshot.acls
 
     def client_metrics(self) -> Mapping[str, Mapping[str, str]]:
-        return self._snapshot.client_metrics
+        return self._snapshot.named[named_configs.CLIENT_METRICS]
+
+    def group_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return self._snapshot.named[named_configs.GROUPS]
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -516,18 +522,20 @@ class ZkMetadata(TopicCache):
         if snap.acls == self._snapshot.acls:
             # Unchanged: keep the object, which the authorizer's index compares by identity.
             snap.acls = self._snapshot.acls
-        snap.client_metrics = self._read_client_metrics()
-        if snap.client_metrics == self._snapshot.client_metrics:
-            # Unchanged: keep the object, which the telemetry manager compares by identity.
-            snap.client_metrics = self._snapshot.client_metrics
+        for kind in named_configs.KINDS:
+            table = self._read_named(kind)
+            # Unchanged: keep the object, which its users (the telemetry manager) compare by
+            # identity.
+            old = self._snapshot.named[kind]
+            snap.named[kind] = old if table == old else table
         return snap
 
-    def _read_client_metrics(self) -> dict[str, dict[str, str]]:
-        """Every client-metrics subscription (controller/client_metrics_store.py), watched."""
+    def _read_named(self, kind: named_configs.NamedConfigKind) -> dict[str, dict[str, str]]:
+        """Every name's configs of one kind (controller/named_configs.py), watched."""
         zk = self._zk
         reads = [
-            (node, zk.get_async(f"{client_metrics_store.ROOT}/{node}", watch=self._watch))
-            for node in zk.get_children(client_metrics_store.ROOT, watch=self._watch)
+            (node, zk.get_async(f"{kind.root}/{node}", watch=self._watch))
+            for node in zk.get_children(kind.root, watch=self._watch)
         ]
         out: dict[str, dict[str, str]] = {}
         for node, read in reads:
@@ -537,10 +545,10 @@ class ZkMetadata(TopicCache):
             except NoNodeError:
                 continue
             except ValueError as exc:
-                log.warning("ignoring unreadable client-metrics znode %s: %s", node, exc)
+                log.warning("ignoring unreadable %s znode %s: %s", kind.entity_type, node, exc)
                 continue
             if configs:
-                out[client_metrics_store.node_name(node)] = configs
+                out[named_configs.node_name(node)] = configs
         return out
 
     def _read_acls(self) -> frozenset[AclBinding]:
@@ -1265,15 +1273,20 @@ class ZkMetadata(TopicCache):
         await self._refresh_after_write()
 
     async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
-        await self._zk_call(self._write_client_metrics, name, configs)
-        await self._refresh_after_write()
+        await self._set_named(named_configs.CLIENT_METRICS, name, configs)
 
-    def _write_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        await self._set_named(named_configs.GROUPS, group_id, configs)
+
+    async def _set_named(
+        self, kind: named_configs.NamedConfigKind, name: str, configs: Mapping[str, str]
+    ) -> None:
         def replace(config: dict[str, str]) -> None:
             config.clear()
             config.update(configs)
 
-        alter_entity_config(self._zk, client_metrics_store.entity_path(name), replace)
+        await self._zk_call(alter_entity_config, self._zk, kind.entity_path(name), replace)
+        await self._refresh_after_write()
 
     def scram_user_refusal(self, user: str) -> str | None:
         return credential_store.zookeeper_problem(user)

@@ -27,8 +27,8 @@ Znodes (all payloads UTF-8 JSON unless said otherwise):
   notifications).
 - ``/config/brokers/<id>``: the same shape, for dynamic broker configs (KIP-226), and
   ``/config/brokers/<default>`` for the cluster-wide ones.
-- ``/config/client-metrics/<name>``: the same shape, for client-metrics subscriptions
-  (KIP-714; controller/client_metrics_store.py).
+- ``/config/client-metrics/<name>`` and ``/config/groups/<group>``: the same shape, for
+  client-metrics subscriptions (KIP-714) and group configs (controller/named_configs.py).
 - ``/latest_producer_id_block``: the last producer id block given out
   (controller/producer_id_blocks.py).
 """
@@ -64,8 +64,9 @@ PERSISTENT_PATHS = (
     "/config/clients",
     "/config/ips",
     "/config/changes",
-    # Client-metrics subscriptions (controller/client_metrics_store.py).
+    # Client-metrics subscriptions and group configs (controller/named_configs.py).
     "/config/client-metrics",
+    "/config/groups",
 )
 
 

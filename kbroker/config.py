@@ -673,9 +673,10 @@ class ConfigEntry:
     synonyms: tuple[ConfigSynonym, ...]
 
 
-def _broker_synonyms(
+def broker_synonyms(
     name: str, broker: BrokerConfig, dynamic: DynamicConfigs
 ) -> list[ConfigSynonym]:
+    """Where a broker config's value may come from, highest precedence first."""
     out: list[ConfigSynonym] = []
     for layer, source in dynamic.layers():
         if name in layer:
@@ -702,7 +703,7 @@ def describe_topic_configs(
         if name in overrides:
             synonyms.append(ConfigSynonym(name, overrides[name], ConfigSource.TOPIC_CONFIG))
         for syn in t.synonyms:
-            synonyms.extend(_broker_synonyms(syn.name, broker, dyn))
+            synonyms.extend(broker_synonyms(syn.name, broker, dyn))
         if name in overrides:
             value, source = overrides[name], ConfigSource.TOPIC_CONFIG
         else:
@@ -770,7 +771,7 @@ def describe_broker_configs(
         value, source = _broker_value(name, broker, dyn)
         synonyms: list[ConfigSynonym] = []
         for syn_name in BROKER_FALLBACKS.get(name, (name,)):
-            synonyms.extend(_broker_synonyms(syn_name, broker, dyn))
+            synonyms.extend(broker_synonyms(syn_name, broker, dyn))
         entries.append(
             ConfigEntry(
                 name=name,
@@ -788,7 +789,7 @@ def describe_broker_configs(
         synonyms = [ConfigSynonym(name, layer[name], src) for layer, src in layers if name in layer]
         base = listener_base_config(name)
         if base in BROKER_DEFS:
-            synonyms.extend(_broker_synonyms(base, broker, dyn))
+            synonyms.extend(broker_synonyms(base, broker, dyn))
         entries.append(_other_entry(name, synonyms))
     return entries
 

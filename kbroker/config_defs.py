@@ -52,6 +52,7 @@ class ConfigSource(enum.IntEnum):
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
     CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
 
 
 _BOUNDS: dict[ConfigType, tuple[int, int]] = {
@@ -379,6 +380,43 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.consumer.min.heartbeat.interval.ms", INT, "5000", min=1),
     ConfigDef("group.consumer.max.heartbeat.interval.ms", INT, "15000", min=1),
     ConfigDef("group.consumer.max.size", INT, str(INT32_MAX), min=1),
+    # Accepted for Kafka's bounds on the GROUP resource; kbroker assigns at once.
+    ConfigDef("group.consumer.assignment.interval.ms", INT, "1000", min=0),
+    ConfigDef("group.consumer.min.assignment.interval.ms", INT, "0", min=0),
+    ConfigDef("group.consumer.max.assignment.interval.ms", INT, "15000", min=0),
+    # Share groups (KIP-932): their defaults and the bounds of the GROUP resource's overrides.
+    ConfigDef("group.share.session.timeout.ms", INT, "45000", min=1),
+    ConfigDef("group.share.min.session.timeout.ms", INT, "45000", min=1),
+    ConfigDef("group.share.max.session.timeout.ms", INT, "60000", min=1),
+    ConfigDef("group.share.heartbeat.interval.ms", INT, "5000", min=1),
+    ConfigDef("group.share.min.heartbeat.interval.ms", INT, "5000", min=1),
+    ConfigDef("group.share.max.heartbeat.interval.ms", INT, "15000", min=1),
+    ConfigDef("group.share.assignment.interval.ms", INT, "1000", min=0),
+    ConfigDef("group.share.min.assignment.interval.ms", INT, "0", min=0),
+    ConfigDef("group.share.max.assignment.interval.ms", INT, "15000", min=0),
+    ConfigDef("group.share.record.lock.duration.ms", INT, "30000", min=1000),
+    ConfigDef("group.share.min.record.lock.duration.ms", INT, "15000", min=1000),
+    ConfigDef("group.share.max.record.lock.duration.ms", INT, "60000", min=1000),
+    ConfigDef("group.share.delivery.count.limit", INT, "5", min=2),
+    ConfigDef("group.share.min.delivery.count.limit", INT, "2", min=2),
+    ConfigDef("group.share.max.delivery.count.limit", INT, "10", min=2),
+    ConfigDef("group.share.partition.max.record.locks", INT, "2000", min=100),
+    ConfigDef("group.share.min.partition.max.record.locks", INT, "100", min=100),
+    ConfigDef("group.share.max.partition.max.record.locks", INT, "4000", min=100),
+    ConfigDef("group.share.max.size", INT, "200", min=1),
+    # Streams groups (KIP-1071) are not served; their settings bound the GROUP resource.
+    ConfigDef("group.streams.session.timeout.ms", INT, "45000", min=1),
+    ConfigDef("group.streams.min.session.timeout.ms", INT, "45000", min=1),
+    ConfigDef("group.streams.max.session.timeout.ms", INT, "60000", min=1),
+    ConfigDef("group.streams.heartbeat.interval.ms", INT, "5000", min=1),
+    ConfigDef("group.streams.min.heartbeat.interval.ms", INT, "5000", min=1),
+    ConfigDef("group.streams.max.heartbeat.interval.ms", INT, "15000", min=1),
+    ConfigDef("group.streams.assignment.interval.ms", INT, "1000", min=0),
+    ConfigDef("group.streams.min.assignment.interval.ms", INT, "0", min=0),
+    ConfigDef("group.streams.max.assignment.interval.ms", INT, "15000", min=0),
+    ConfigDef("group.streams.initial.rebalance.delay.ms", INT, "3000", min=0),
+    ConfigDef("group.streams.num.standby.replicas", INT, "0", min=0),
+    ConfigDef("group.streams.max.standby.replicas", INT, "2", min=0),
     # Server-side assignors, by name or by Kafka's class name; the first is the default.
     ConfigDef("group.consumer.assignors", LIST, "uniform,range"),
     # Which conversions a group with members may go through between the classic and the

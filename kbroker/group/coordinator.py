@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 from controller.interface import BrokerInfo
 from kbroker.config import ConfigError
+from kbroker.group import group_configs
 from kbroker.group.assignors import ASSIGNORS
-from kbroker.group.consumer_heartbeat import ConsumerGroupDescription
+from kbroker.group.consumer_heartbeat import ConsumerGroupDescription, ConsumerGroupSettings
 from kbroker.group.events import (
     ConsumerHeartbeat,
     Effect,
@@ -208,6 +209,7 @@ class GroupCoordinator:
             lambda: int(broker.clock() * 1000),
             config.offsets_topic_num_partitions,
             topics=self.topics,
+            consumer_settings=self._consumer_settings,
         )
         self._waiters: dict[int, asyncio.Future[Result]] = {}
         self._next_token = 0
@@ -219,6 +221,16 @@ class GroupCoordinator:
         self._store_tasks: set[asyncio.Task[None]] = set()
         # OffsetCommits written but not applied yet, by group.
         self._pending_commits: dict[str, list[_PendingCommit]] = {}
+
+    def _consumer_settings(self, group_id: str) -> ConsumerGroupSettings:
+        """A consumer group's session timeout and heartbeat interval: its GROUP configs, else
+        the broker's group.consumer.* settings."""
+        overrides = self._broker.metadata.group_configs().get(group_id, {})
+        value = self._broker.config.get
+        return ConsumerGroupSettings(
+            group_configs.effective("consumer.session.timeout.ms", overrides, value),
+            group_configs.effective("consumer.heartbeat.interval.ms", overrides, value),
+        )
 
     # --- lifecycle ------------------------------------------------------------------------
 

@@ -1,11 +1,12 @@
-"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for TOPIC, BROKER and
-CLIENT_METRICS resources.
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for TOPIC, BROKER, CLIENT_METRICS
+and GROUP resources.
 
 Resource types (ConfigResource.Type): TOPIC = 2, BROKER = 4, CLIENT_METRICS = 16 (KIP-714
-telemetry subscriptions, kbroker/telemetry/subscriptions.py); others are refused with
-INVALID_REQUEST. A BROKER resource is named by this broker's id (its own dynamic configs) or
-by the empty name (the cluster-wide dynamic defaults, KIP-226); which configs may change and
-how a change is checked and applied: kbroker/dynamic_config.py.
+telemetry subscriptions, kbroker/telemetry/subscriptions.py), GROUP = 32 (a group's own
+settings, kbroker/group/group_configs.py); others are refused with INVALID_REQUEST. A BROKER
+resource is named by this broker's id (its own dynamic configs) or by the empty name (the
+cluster-wide dynamic defaults, KIP-226); which configs may change and how a change is checked
+and applied: kbroker/dynamic_config.py.
 
 AlterConfigs replaces a resource's whole override set (KIP-133); IncrementalAlterConfigs
 applies SET / DELETE / APPEND / SUBTRACT per config (KIP-339), APPEND and SUBTRACT only to
@@ -13,13 +14,15 @@ list-typed configs. Topic config errors are INVALID_CONFIG; broker config errors
 INVALID_REQUEST, as Kafka answers them. ``validate_only`` checks without changing anything.
 
 Authorization (kbroker/authorization.py), as Kafka's: describing needs DESCRIBE_CONFIGS and
-altering ALTER_CONFIGS, on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for a broker, on
-the cluster (else CLUSTER_AUTHORIZATION_FAILED), as for client metrics.
+altering ALTER_CONFIGS, on the topic (else TOPIC_AUTHORIZATION_FAILED), on the group (else
+GROUP_AUTHORIZATION_FAILED) or, for a broker, on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED), as for client metrics.
 
 Client-metrics subscriptions answer as Kafka 4.3 does: any non-empty name describes (with
 the defaults when it has no config), deleting all its configs (or an AlterConfigs with
 none) removes the subscription, and IncrementalAlterConfigs refuses APPEND and SUBTRACT on
-their configs ("its type is not LIST", INVALID_CONFIG), lists though two of them are.
+their configs ("its type is not LIST", INVALID_CONFIG), lists though two of them are. Group
+configs answer the same way, and refuse a SET without a value (INVALID_REQUEST).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from kbroker.authorization import authorize
 from kbroker.config import (
     ConfigEntry,
     DynamicConfigs,
+    broker_synonyms,
     describe_broker_configs,
     describe_default_broker_configs,
     describe_topic_configs,
@@ -43,6 +47,7 @@ from kbroker.config import (
 )
 from kbroker.config_defs import BROKER_DEFS, TOPIC_DEFS, ConfigSource, ConfigType
 from kbroker.dynamic_config import configuration_with, stored_dynamic_configs
+from kbroker.group import group_configs
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kbroker.telemetry import subscriptions
 from wire.errors import ErrorCode, KafkaError
@@ -77,6 +82,7 @@ if TYPE_CHECKING:
 TOPIC = 2
 BROKER = 4
 CLIENT_METRICS = 16
+GROUP = 32
 
 # The two alter APIs' resource and per-resource response types.
 Resource = TypeVar("Resource", AlterConfigsResource, IncrementalResource)
@@ -121,6 +127,9 @@ def _check_access(broker: Broker, operation: AclOperation, resource_type: int, n
     if resource_type == TOPIC:
         if not authorize(broker, operation, ResourceType.TOPIC, name):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+    elif resource_type == GROUP:
+        if not authorize(broker, operation, ResourceType.GROUP, name):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Authorization failed.")
     elif resource_type in (BROKER, CLIENT_METRICS):
         if not authorize(broker, operation, ResourceType.CLUSTER, CLUSTER_NAME):
             raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
@@ -147,6 +156,14 @@ def _describe_entries(broker: Broker, resource: DescribeConfigsResource) -> list
             )
         stored = broker.metadata.client_metrics().get(resource.resource_name, {})
         return subscriptions.describe(stored)
+    if resource.resource_type == GROUP:
+        group_configs.check_name(resource.resource_name, altering=False)
+        dynamic = stored_dynamic_configs(broker.metadata)
+        return group_configs.describe(
+            broker.metadata.group_configs().get(resource.resource_name, {}),
+            broker.config.get,
+            lambda name: broker_synonyms(name, broker.config, dynamic),
+        )
     raise _unsupported_type(resource.resource_type)
 
 
@@ -229,7 +246,23 @@ async def _replace_configs(
         if not validate_only:
             await broker.metadata.set_client_metrics(name, normalized)
         return
+    if resource_type == GROUP:
+        await _set_group_configs(broker, name, configs, validate_only)
+        return
     raise _unsupported_type(resource_type)
+
+
+async def _set_group_configs(
+    broker: Broker, group_id: str, configs: Mapping[str, str | None], validate_only: bool
+) -> None:
+    group_configs.check_name(group_id, altering=True)
+    for name, value in configs.items():
+        if value is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+    stored = _non_null(configs)
+    group_configs.validate(stored, broker.config.get)
+    if not validate_only:
+        await broker.metadata.set_group_configs(group_id, stored)
 
 
 async def _set_broker_configs(
@@ -411,17 +444,20 @@ async def _alter_incrementally(
     if resource_type == CLIENT_METRICS:
         subscriptions.check_name(name)
         current = broker.metadata.client_metrics().get(name, {})
-        normalized = subscriptions.normalize(_apply_client_metrics_ops(current, ops))
+        normalized = subscriptions.normalize(_set_or_delete(current, ops))
         if not validate_only:
             await broker.metadata.set_client_metrics(name, normalized)
+        return
+    if resource_type == GROUP:
+        current = broker.metadata.group_configs().get(name, {})
+        await _set_group_configs(broker, name, _set_or_delete(current, ops), validate_only)
         return
     raise _unsupported_type(resource_type)
 
 
-def _apply_client_metrics_ops(
-    current: Mapping[str, str], ops: list[AlterableConfig]
-) -> dict[str, str | None]:
-    """SET and DELETE on a subscription's configs; validation is the caller's."""
+def _set_or_delete(current: Mapping[str, str], ops: list[AlterableConfig]) -> dict[str, str | None]:
+    """SET and DELETE on a subscription's or a group's configs, none of which is a list;
+    validation is the caller's."""
     result: dict[str, str | None] = dict(current)
     for op in ops:
         if op.config_operation in (OP_APPEND, OP_SUBTRACT):

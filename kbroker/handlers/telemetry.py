@@ -101,8 +101,13 @@ async def handle_list_config_resources(
     wanted = set(request.resource_types if version >= 1 else ()) or set(listable)
     if not wanted <= set(listable):
         return ListConfigResourcesResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
-    # In Kafka's order. GROUP lists the groups that have configs: kbroker keeps none.
+    # In Kafka's order. GROUP lists the groups that have configs.
     found: list[ConfigResource] = []
+    if GROUP in wanted:
+        found += [
+            ConfigResource(resource_name=name, resource_type=GROUP)
+            for name in sorted(broker.metadata.group_configs())
+        ]
     if CLIENT_METRICS in wanted:
         found += [
             ConfigResource(resource_name=name, resource_type=CLIENT_METRICS)

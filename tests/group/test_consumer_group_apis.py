@@ -179,3 +179,18 @@ async def test_the_protocol_can_be_switched_off(start_broker: StartBroker) -> No
     conn = await connect(broker)
     assert ApiKey.CONSUMER_GROUP_HEARTBEAT not in conn.versions
     await conn.close()
+
+
+async def test_a_group_config_overrides_the_broker_settings(broker: Broker) -> None:
+    conn = await connect(broker)
+    await broker.metadata.set_group_configs(
+        GROUP, {"consumer.heartbeat.interval.ms": "7000", "consumer.session.timeout.ms": "50000"}
+    )
+    member = str(uuid.uuid4())
+    joined = await heartbeat(conn, member, 0)
+    assert joined.heartbeat_interval_ms == 7000
+    group = broker.group_coordinator.core._groups[GROUP]
+    deadline = group.consumer.session_deadlines[member]
+    assert deadline - int(broker.clock() * 1000) > 45_000
+    other = await heartbeat(conn, str(uuid.uuid4()), 0, group="other")
+    assert other.heartbeat_interval_ms == 5000

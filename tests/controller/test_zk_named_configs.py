@@ -1,5 +1,6 @@
-"""Client-metrics subscriptions in ZooKeeper (KIP-714): Kafka's /config/<type>/<name> layout,
-a change notification per change, seen by every broker through its watches."""
+"""Client-metrics subscriptions (KIP-714) and group configs in ZooKeeper: Kafka's
+/config/<type>/<name> layout, a change notification per change, seen by every broker through
+its watches."""
 
 from __future__ import annotations
 
@@ -41,6 +42,33 @@ async def test_subscriptions_live_in_zookeeper_and_reach_every_broker(
         changes = sorted(zk.get_children("/config/changes"))
         paths = [json.loads(zk.get(f"/config/changes/{c}")[0])["entity_path"] for c in changes]
         assert paths == ["client-metrics/prod%2Fa%20b", "client-metrics/prod%2Fa%20b"]
+    finally:
+        zk.stop()
+        await one.stop()
+        await two.stop()
+
+
+async def test_group_configs_live_in_zookeeper_and_reach_every_broker(
+    tmp_path: Path, zookeeper: str
+) -> None:
+    one = _backend(tmp_path, zookeeper, 1)
+    two = _backend(tmp_path, zookeeper, 2)
+    await one.start()
+    await two.start()
+    zk = KazooClient(hosts=zookeeper)
+    zk.start()
+    try:
+        configs = {"consumer.session.timeout.ms": "50000"}
+        await one.set_group_configs("orders", configs)
+        await _until(lambda: two.group_configs() == {"orders": configs}, 10)
+        data, _ = zk.get("/config/groups/orders")
+        assert json.loads(data) == {"version": 1, "config": configs}
+        assert one.client_metrics() == {}
+        await two.set_group_configs("orders", {})
+        await _until(lambda: one.group_configs() == {}, 10)
+        changes = sorted(zk.get_children("/config/changes"))
+        paths = [json.loads(zk.get(f"/config/changes/{c}")[0])["entity_path"] for c in changes]
+        assert paths == ["groups/orders", "groups/orders"]
     finally:
         zk.stop()
         await one.stop()
