@@ -171,6 +171,8 @@ class EmbeddedMetadata(TopicCache):
         self._scram: dict[str, dict[str, ScramCredential]] = {}
         self._acls: frozenset[AclBinding] = frozenset()
         self._client_metrics: dict[str, dict[str, str]] = {}
+        # HTTP services this broker serves (the schema registry), by name.
+        self._service_urls: dict[str, str] = {}
         self._lock = asyncio.Lock()
         self._me = self._own_info()
         self._producer_id_blocks = FileBlockStore(self._dir)
@@ -220,6 +222,12 @@ class EmbeddedMetadata(TopicCache):
 
     def client_metrics(self) -> Mapping[str, Mapping[str, str]]:
         return self._client_metrics
+
+    async def publish_service_url(self, service: str, url: str) -> None:
+        self._service_urls[service] = url
+
+    async def service_url(self, service: str, broker_id: int) -> str | None:
+        return self._service_urls.get(service) if broker_id == self._config.broker_id else None
 
     # --- lifecycle -----------------------------------------------------------------------
 
