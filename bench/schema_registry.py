@@ -28,10 +28,13 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from throughput import Settings, kcat_command, kcat_properties, own_broker  # noqa: E402
+
+from compat_tests.broker_process import free_port  # noqa: E402
 
 SCHEMA = json.dumps(
     {
@@ -119,8 +122,6 @@ def main() -> None:
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()
 
-    from compat_tests.broker_process import free_port
-
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with own_broker(**{"schema.registry.listeners": url}) as broker:
@@ -140,8 +141,6 @@ def main() -> None:
         while True:
             try:
                 registry = SchemaRegistryClient({"url": url})
-                from confluent_kafka.schema_registry import Schema
-
                 schema_id = registry.register_schema(f"{validated}-value", Schema(SCHEMA, "AVRO"))
                 break
             except Exception:

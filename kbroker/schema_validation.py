@@ -28,8 +28,8 @@ PREFIX_SIZE = 5
 COMPRESSION_MASK = 0x07
 
 
-def _varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    """A zig-zag varint at ``pos``: (value, position after it)."""
+def _raw_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """A varint at ``pos`` before zig-zag decoding: (raw value, position after it)."""
     shift = 0
     raw = 0
     while True:
@@ -37,34 +37,84 @@ def _varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
         pos += 1
         raw |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
+            return raw, pos
         shift += 7
 
 
-def _fields(
-    buf: bytes | bytearray | memoryview, end: int, pos: int
-) -> list[tuple[int, int, int, int]]:
-    """Each record of an uncompressed records section as (key start, key length, value start,
-    value length); -1 lengths for null."""
-    out = []
+def _skip_varint(buf: bytes, pos: int) -> int:
+    while buf[pos] >= 0x80:
+        pos += 1
+    return pos + 1
+
+
+def _scan(
+    buf: bytes,
+    pos: int,
+    end: int,
+    key_prefixes: tuple[bytes, ...] | None,
+    value_prefixes: tuple[bytes, ...] | None,
+) -> list[tuple[int, str, int, int]]:
+    """The records of an uncompressed records section whose key or value does not start with
+    one of the valid prefixes: (index in the section, "key" or "value", start, length). The
+    loop reads single-byte varints inline (records of a few hundred bytes or less have them)
+    and checks prefixes with ``bytes.startswith``, so that a record costs a few operations."""
+    bad: list[tuple[int, str, int, int]] = []
+    startswith = buf.startswith
+    index = 0
     while pos < end:
-        length, pos = _varint(buf, pos)
+        byte = buf[pos]
+        if byte < 0x80:
+            raw = byte
+            pos += 1
+        elif buf[pos + 1] < 0x80:
+            raw = (byte & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        else:
+            raw, pos = _raw_varint(buf, pos)
+        length = (raw >> 1) ^ -(raw & 1)
         record_end = pos + length
-        pos += 1  # attributes
-        _, pos = _varint(buf, pos)  # timestamp delta
-        _, pos = _varint(buf, pos)  # offset delta
-        key_length, pos = _varint(buf, pos)
-        key_start = pos
+        # attributes, then the timestamp and offset deltas
+        at = pos + 1
+        at = at + 1 if buf[at] < 0x80 else at + 2 if buf[at + 1] < 0x80 else _skip_varint(buf, at)
+        at = at + 1 if buf[at] < 0x80 else at + 2 if buf[at + 1] < 0x80 else _skip_varint(buf, at)
+        byte = buf[at]
+        if byte < 0x80:
+            raw = byte
+            at += 1
+        elif buf[at + 1] < 0x80:
+            raw = (byte & 0x7F) | (buf[at + 1] << 7)
+            at += 2
+        else:
+            raw, at = _raw_varint(buf, at)
+        key_length = (raw >> 1) ^ -(raw & 1)
+        if key_prefixes is not None and (
+            key_length < PREFIX_SIZE or not startswith(key_prefixes, at)
+        ):
+            bad.append((index, "key", at, key_length))
         if key_length > 0:
-            pos += key_length
-        value_length, pos = _varint(buf, pos)
-        out.append((key_start, key_length, pos, value_length))
+            at += key_length
+        if value_prefixes is not None:
+            byte = buf[at]
+            if byte < 0x80:
+                raw = byte
+                at += 1
+            elif buf[at + 1] < 0x80:
+                raw = (byte & 0x7F) | (buf[at + 1] << 7)
+                at += 2
+            else:
+                raw, at = _raw_varint(buf, at)
+            value_length = (raw >> 1) ^ -(raw & 1)
+            if value_length < PREFIX_SIZE or not startswith(value_prefixes, at):
+                bad.append((index, "value", at, value_length))
         pos = record_end
-    return out
+        index += 1
+    if pos != end:
+        raise IndexError("records overrun their batch")
+    return bad
 
 
-def _schema_id(data: bytes | bytearray | memoryview, start: int, length: int) -> int | None:
-    if length < PREFIX_SIZE or data[start] != MAGIC:
+def _schema_id(data: bytes | None, start: int, length: int) -> int | None:
+    if data is None or length < PREFIX_SIZE or data[start] != MAGIC:
         return None
     return int.from_bytes(data[start + 1 : start + PREFIX_SIZE], "big")
 
@@ -72,6 +122,10 @@ def _schema_id(data: bytes | bytearray | memoryview, start: int, length: int) ->
 def valid_ids(state: RegistryState, subject: str) -> frozenset[int]:
     """The ids registered, and not deleted, under ``subject``."""
     return frozenset(v.schema.id for v in state.subjects.get(subject, {}).values() if not v.deleted)
+
+
+def _prefixes(ids: frozenset[int]) -> tuple[bytes, ...]:
+    return tuple(bytes([MAGIC]) + i.to_bytes(4, "big") for i in sorted(ids) if 0 <= i < 2**32)
 
 
 def check_schema_ids(
@@ -85,82 +139,56 @@ def check_schema_ids(
 ) -> None:
     """Raise RecordValidationError naming every record whose value (with ``values``) or key
     (with ``keys``) lacks a schema id registered under the topic's subject."""
-    value_ids = valid_ids(state, f"{topic}-value") if state is not None and values else frozenset()
-    key_ids = valid_ids(state, f"{topic}-key") if state is not None and keys else frozenset()
+    if state is None:
+        message = f"Schema validation of {topic} needs this broker's schema registry"
+        count = sum(h.records_count for _, h in iter_batches(batches) if not h.is_control)
+        raise RecordValidationError(message, [RecordError(i, message) for i in range(count)])
+    value_ids = valid_ids(state, f"{topic}-value") if values else None
+    key_ids = valid_ids(state, f"{topic}-key") if keys else None
+    value_prefixes = None if value_ids is None else _prefixes(value_ids)
+    key_prefixes = None if key_ids is None else _prefixes(key_ids)
+    # One copy of the request's records, for bytes.startswith (memoryview has none).
+    data = bytes(batches)
     errors: list[RecordError] = []
     index = 0
-    for pos, header in iter_batches(batches):
+    for pos, header in iter_batches(data):
         if header.is_control:
             continue
         if header.attributes & COMPRESSION_MASK:
-            records = decode_batch(batches, pos, max_message_bytes=max_message_bytes)[1]
-            for key, value in ((r.key, r.value) for r in records):
-                problem = _problem(
-                    topic,
-                    key,
-                    0,
-                    -1 if key is None else len(key),
-                    value,
-                    0,
-                    -1 if value is None else len(value),
-                    key_ids if keys else None,
-                    value_ids if values else None,
-                    state,
-                )
-                if problem is not None:
-                    errors.append(RecordError(index, problem))
-                index += 1
+            records = decode_batch(data, pos, max_message_bytes=max_message_bytes)[1]
+            for offset, record in enumerate(records):
+                for what, field in (("key", record.key), ("value", record.value)):
+                    prefixes = key_prefixes if what == "key" else value_prefixes
+                    if prefixes is None:
+                        continue
+                    if field is None or not field.startswith(prefixes):
+                        length = -1 if field is None else len(field)
+                        errors.append(
+                            RecordError(index + offset, _message(topic, what, field, 0, length))
+                        )
+                        break
+            index += len(records)
             continue
         try:
-            fields = _fields(batches, pos + header.size, pos + BATCH_HEADER_SIZE)
+            bad = _scan(
+                data, pos + BATCH_HEADER_SIZE, pos + header.size, key_prefixes, value_prefixes
+            )
         except IndexError:
             raise KafkaError(ErrorCode.INVALID_RECORD, "records do not parse") from None
-        for key_start, key_length, value_start, value_length in fields:
-            problem = _problem(
-                topic,
-                batches,
-                key_start,
-                key_length,
-                batches,
-                value_start,
-                value_length,
-                key_ids if keys else None,
-                value_ids if values else None,
-                state,
-            )
-            if problem is not None:
-                errors.append(RecordError(index, problem))
-            index += 1
+        reported: set[int] = set()
+        for offset, what, start, length in bad:
+            if offset not in reported:
+                reported.add(offset)
+                errors.append(
+                    RecordError(index + offset, _message(topic, what, data, start, length))
+                )
+        index += header.records_count
     if errors:
         raise RecordValidationError(errors[0].message, errors)
 
 
-def _problem(
-    topic: str,
-    key_data: bytes | bytearray | memoryview | None,
-    key_start: int,
-    key_length: int,
-    value_data: bytes | bytearray | memoryview | None,
-    value_start: int,
-    value_length: int,
-    key_ids: frozenset[int] | None,
-    value_ids: frozenset[int] | None,
-    state: RegistryState | None,
-) -> str | None:
-    for what, data, start, length, ids in (
-        ("value", value_data, value_start, value_length, value_ids),
-        ("key", key_data, key_start, key_length, key_ids),
-    ):
-        if ids is None:
-            continue
-        if state is None:
-            return f"Schema validation of {topic} needs this broker's schema registry"
-        schema_id = None if data is None else _schema_id(data, start, length)
-        if schema_id is None:
-            return f"Log record {what} has no schema id (topic {topic} validates {what}s)"
-        if schema_id not in ids:
-            return (
-                f"Log record {what} schema id {schema_id} is not registered under subject "
-                f"{topic}-{what}"
-            )
-    return None
+def _message(topic: str, what: str, data: bytes | None, start: int, length: int) -> str:
+    schema_id = _schema_id(data, start, length)
+    if schema_id is None:
+        return f"Log record {what} has no schema id (topic {topic} validates {what}s)"
+    return f"Log record {what} schema id {schema_id} is not registered under subject {topic}-{what}"
