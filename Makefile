@@ -63,7 +63,8 @@ $(COMPOSE_STAMP): Makefile
 
 run: install
 	mkdir -p data
-	$(VENV)/bin/kbroker start --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data
+	$(VENV)/bin/kbroker start --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data \
+	  --override schema.registry.listeners=http://127.0.0.1:8081
 
 # Spark's own Kafka connector is tested on PySpark 4.0, in .venv-spark40 (see tests/spark).
 test: install
