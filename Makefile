@@ -9,13 +9,17 @@ STAMP := $(VENV)/.installed
 SPARK40_VENV := .venv-spark40
 SPARK40_PY := $(SPARK40_VENV)/bin/python
 SPARK40_STAMP := $(SPARK40_VENV)/.installed
+# docker-compose 1.x (validates docker/*.yml in tests/ops) pins jsonschema<4; the schema registry
+# needs jsonschema>=4.18, so the tool gets an environment of its own, without the project.
+COMPOSE_VENV := .venv-compose
+COMPOSE_STAMP := $(COMPOSE_VENV)/.installed
 # Spark's Kafka connector and the Java client's jars: test tools kept outside the repository.
 JVM_CLIENTS := ../shared/clients-jvm
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install system-packages run test docker-test bench generate clean cluster spark-demo chaos
 
-install: system-packages $(STAMP) $(SPARK40_STAMP)
+install: system-packages $(STAMP) $(SPARK40_STAMP) $(COMPOSE_STAMP)
 
 # Debian packages the tests use: a JDK (ZooKeeper, Spark, Kafka, and javac for the Java client
 # tests), ZooKeeper, kcat, iproute2 (network namespaces for the compose emulation and chaos
@@ -52,9 +56,15 @@ $(SPARK40_STAMP): pyproject.toml
 	$(SPARK40_PY) -m pip install -q -e '.[spark40]'
 	touch $(SPARK40_STAMP)
 
+$(COMPOSE_STAMP): Makefile
+	[ -x $(COMPOSE_VENV)/bin/python ] || $(PYTHON) -m venv $(COMPOSE_VENV)
+	$(COMPOSE_VENV)/bin/python -m pip install -q 'docker-compose>=1.29' 'PyYAML<5.4'
+	touch $(COMPOSE_STAMP)
+
 run: install
 	mkdir -p data
-	$(VENV)/bin/kbroker start --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data
+	$(VENV)/bin/kbroker start --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data \
+	  --override schema.registry.listeners=http://127.0.0.1:8081
 
 # Spark's own Kafka connector is tested on PySpark 4.0, in .venv-spark40 (see tests/spark).
 test: install
@@ -82,7 +92,7 @@ generate: install
 	$(PY) -m wire.codegen
 
 clean:
-	rm -rf $(VENV) $(SPARK40_VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(SPARK40_VENV) $(COMPOSE_VENV) .pytest_cache .ruff_cache build *.egg-info
 
 # The Spark page-view pipeline against a running broker ($KBROKER_BOOTSTRAP, default
 # 127.0.0.1:9092, e.g. from `make run`); run it again to continue from its checkpoint in

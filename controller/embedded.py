@@ -175,6 +175,8 @@ class EmbeddedMetadata(TopicCache):
         self._named: dict[named_configs.NamedConfigKind, dict[str, dict[str, str]]] = {
             kind: {} for kind in named_configs.KINDS
         }
+        # HTTP services this broker serves (the schema registry), by name.
+        self._service_urls: dict[str, str] = {}
         self._lock = asyncio.Lock()
         self._me = self._own_info()
         self._producer_id_blocks = FileBlockStore(self._dir)
@@ -227,6 +229,12 @@ class EmbeddedMetadata(TopicCache):
 
     def group_configs(self) -> Mapping[str, Mapping[str, str]]:
         return self._named[named_configs.GROUPS]
+
+    async def publish_service_url(self, service: str, url: str) -> None:
+        self._service_urls[service] = url
+
+    async def service_url(self, service: str, broker_id: int) -> str | None:
+        return self._service_urls.get(service) if broker_id == self._config.broker_id else None
 
     # --- lifecycle -----------------------------------------------------------------------
 

@@ -213,6 +213,15 @@ class MetadataBackend(Protocol):
         """Replace one group's configs (none: remove them), persisted before return."""
         ...
 
+    async def publish_service_url(self, service: str, url: str) -> None:
+        """Tell the other brokers where this broker serves an HTTP service (the schema
+        registry's writer receives the writes of the others there); gone with the broker."""
+        ...
+
+    async def service_url(self, service: str, broker_id: int) -> str | None:
+        """Where a live broker serves ``service``, if it published it."""
+        ...
+
     def acl_refusal(self, acl: AclBinding) -> str | None:
         """Why this backend cannot store the ACL (its resource name), or None."""
         ...

@@ -158,6 +158,8 @@ class ZkMetadata(TopicCache):
         self._refresh_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._endpoints: tuple[Endpoint, ...] = ()
+        # HTTP services this broker serves (the schema registry): name -> URL.
+        self._service_urls: dict[str, str] = {}
         self._shutting_down = False
         # Controller role: the epoch and the /controller_epoch znode version that fence it.
         self._controller_epoch = -1
@@ -379,6 +381,32 @@ class ZkMetadata(TopicCache):
         data, _ = self._zk.get(zk_paths.CLUSTER_ID)
         self._cluster_id = zk_paths.decode_cluster_id(data)
 
+    async def publish_service_url(self, service: str, url: str) -> None:
+        """An ephemeral znode (controller/zk_paths.py SERVICES) with the URL, made again with
+        the broker's registration after a new session."""
+        self._service_urls[service] = url
+        await self._zk_call(self._publish_services)
+
+    def _publish_services(self) -> None:
+        for service, url in self._service_urls.items():
+            path = zk_paths.service_path(service, self._me)
+            try:
+                self._zk.create(path, url.encode(), ephemeral=True, makepath=True)
+            except NodeExistsError:
+                _, stat = self._zk.get(path)
+                if stat.ephemeralOwner != self._session_id():
+                    self._zk.delete(path)
+                    self._zk.create(path, url.encode(), ephemeral=True, makepath=True)
+                else:
+                    self._zk.set(path, url.encode())
+
+    async def service_url(self, service: str, broker_id: int) -> str | None:
+        try:
+            data, _ = await self._zk_call(self._zk.get, zk_paths.service_path(service, broker_id))
+        except KafkaError:
+            return None
+        return bytes(data).decode()
+
     def _register(self) -> None:
         """Create /brokers/ids/<id>; an old session's node (a restart before it expired)
         is waited out, as Kafka does."""
@@ -397,6 +425,7 @@ class ZkMetadata(TopicCache):
             try:
                 self._zk.create(path, data, ephemeral=True)
                 log.info("registered broker %d at %s:%d", self._me, host, port)
+                self._publish_services()
                 return
             except NodeExistsError:
                 try:

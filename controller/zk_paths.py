@@ -70,6 +70,15 @@ PERSISTENT_PATHS = (
 )
 
 
+# kbroker's own: where a broker serves an HTTP service (the schema registry), an ephemeral
+# znode per broker holding its URL; Kafka's tools never look there.
+SERVICES = "/kbroker/services"
+
+
+def service_path(service: str, broker_id: int) -> str:
+    return f"{SERVICES}/{service}/{broker_id}"
+
+
 def broker_path(broker_id: int) -> str:
     return f"{BROKER_IDS}/{broker_id}"
 

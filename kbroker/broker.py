@@ -58,6 +58,7 @@ from kbroker.partition import Partition
 from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.purgatory import Purgatory
 from kbroker.quotas import CONNECTION_CREATION_RATE, IP, QuotaManager
+from kbroker.schema_registry.broker_registry import BrokerRegistry, parse_listeners
 from kbroker.security.listener_security import (
     ListenerSecurity,
     SecuritySetupError,
@@ -202,6 +203,11 @@ class Broker:
         self.txn_coordinator = TransactionCoordinator(self)
         self.txn_verifier = TxnVerifier(self)
         self.features = DEFAULT_FINALIZED
+        # The schema registry, with schema.registry.listeners (kbroker/schema_registry/).
+        registry_listeners = parse_listeners(config)
+        self.schema_registry = (
+            BrokerRegistry(self, registry_listeners) if registry_listeners else None
+        )
         self.server = KafkaServer(
             self.dispatcher.handle,
             self.dispatcher.reject_version,
@@ -309,6 +315,8 @@ class Broker:
         await self.replica_manager.start()
         if self.zk is not None:
             await self.zk.register(self.advertised_endpoints())
+        if self.schema_registry is not None:
+            await self.schema_registry.start()
         self._flusher = asyncio.get_running_loop().create_task(self._flush_periodically())
         self.storage = self._start_storage_lifecycle()
         if self.config.metrics_port is not None:
@@ -334,6 +342,8 @@ class Broker:
                 * self.config.get("controlled.shutdown.retry.backoff.ms")
                 / 1000
             )
+        if self.schema_registry is not None:
+            await self.schema_registry.stop()
         # First, so JoinGroup/SyncGroup requests parked in the coordinator are answered
         # (NOT_COORDINATOR) and their connections can finish.
         await self.group_coordinator.stop()

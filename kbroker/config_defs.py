@@ -198,6 +198,27 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     # Client telemetry (KIP-714): the most bytes a PushTelemetry's metrics may take,
     # compressed or not (kbroker/telemetry/).
     ConfigDef("telemetry.max.bytes", INT, "1048576", min=1),
+    # The schema registry (kbroker/schema_registry/): off unless given listeners, as
+    # http://host:port or https://host:port (Confluent's ``listeners``), comma-separated.
+    ConfigDef("schema.registry.listeners", LIST, ""),
+    # The URL other brokers forward writes to (default: the first listener, its host made
+    # routable as advertised.listeners does).
+    ConfigDef("schema.registry.advertised.listener", STR, None),
+    ConfigDef("schema.registry.authentication.method", STR, "NONE", choices=("NONE", "BASIC")),
+    # Confluent's kafkastore.topic.replication.factor (capped at the brokers alive for a
+    # single broker).
+    ConfigDef("schema.registry.topic.replication.factor", SHORT, "3", min=1),
+    # TLS of https:// registry listeners (and of forwarding between registries).
+    ConfigDef("schema.registry.ssl.keystore.type", STR, "PEM"),
+    ConfigDef("schema.registry.ssl.keystore.location", STR, None),
+    ConfigDef("schema.registry.ssl.keystore.password", PASSWORD, None),
+    ConfigDef("schema.registry.ssl.key.password", PASSWORD, None),
+    ConfigDef("schema.registry.ssl.truststore.type", STR, "PEM"),
+    ConfigDef("schema.registry.ssl.truststore.location", STR, None),
+    ConfigDef("schema.registry.ssl.truststore.password", PASSWORD, None),
+    ConfigDef(
+        "schema.registry.ssl.client.auth", STR, "none", choices=("none", "requested", "required")
+    ),
     # ZooKeeper.
     ConfigDef("zookeeper.connect", STR, None),
     ConfigDef("zookeeper.connection.timeout.ms", INT, None, min=1),
@@ -798,6 +819,10 @@ TOPIC_DEFS: dict[str, TopicConfigDef] = _topic_defs(
     _topic(ConfigDef("follower.replication.throttled.replicas", LIST, "")),
     _topic(ConfigDef("local.retention.ms", LONG, "-2", min=-2), "log.local.retention.ms"),
     _topic(ConfigDef("local.retention.bytes", LONG, "-2", min=-2), "log.local.retention.bytes"),
+    # Confluent Server's broker-side schema validation: each record's key or value must carry
+    # the id of a schema registered under the topic's subject (kbroker/schema_validation.py).
+    _topic(ConfigDef("confluent.key.schema.validation", BOOL, "false")),
+    _topic(ConfigDef("confluent.value.schema.validation", BOOL, "false")),
     _topic(ConfigDef("remote.storage.enable", BOOL, "false")),
     _topic(ConfigDef("remote.log.copy.disable", BOOL, "false")),
     _topic(ConfigDef("remote.log.delete.on.disable", BOOL, "false")),

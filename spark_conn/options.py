@@ -62,6 +62,28 @@ class OffsetSpec:
 
 
 @dataclass(frozen=True)
+class RegistrySettings:
+    """``schema.registry.url`` and ``schema.registry.basic.auth.user.info``."""
+
+    url: str
+    user_info: str | None = None
+
+
+def registry_of(o: Mapping[str, str]) -> RegistrySettings:
+    url = (o.get("schema.registry.url") or "").strip()
+    if not url:
+        raise OptionError("valueFormat=avro needs the schema.registry.url option")
+    return RegistrySettings(url, o.get("schema.registry.basic.auth.user.info") or None)
+
+
+def value_format_of(o: Mapping[str, str]) -> str:
+    value_format = o.get("valueformat", "binary").strip().lower()
+    if value_format not in ("binary", "avro"):
+        raise OptionError("valueFormat must be binary or avro")
+    return value_format
+
+
+@dataclass(frozen=True)
 class SourceOptions:
     """The read options of one query, checked (see the module docstring)."""
 
@@ -78,6 +100,12 @@ class SourceOptions:
     poll_timeout_ms: int
     read_committed: bool = False
     security: SecurityConfig = PLAINTEXT
+    # valueFormat=avro (spark_conn/avro_columns.py): the registry, the value subject, and the
+    # id of the reader schema the driver chose (its latest version when the query was planned).
+    value_format: str = "binary"
+    registry: RegistrySettings | None = None
+    value_subject: str | None = None
+    reader_schema_id: int | None = None
 
     def matches(self, topic: str) -> bool:
         """Whether a topic (of a Metadata answer) is one this read is about."""
@@ -226,7 +254,20 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     except ValueError as exc:
         raise OptionError("kafkaConsumer.pollTimeoutMs must be milliseconds") from exc
 
+    value_format = value_format_of(o)
+    registry = value_subject = None
+    if value_format == "avro":
+        registry = registry_of(o)
+        value_subject = o.get("valuesubject") or None
+        if value_subject is None:
+            if subscribe is None or len(subscribe) != 1:
+                raise OptionError("valueFormat=avro over several topics needs valueSubject")
+            value_subject = f"{subscribe[0]}-value"
+
     return SourceOptions(
+        value_format=value_format,
+        registry=registry,
+        value_subject=value_subject,
         bootstrap=bootstrap_of(o),
         security=security_of(o),
         subscribe=subscribe,

@@ -63,7 +63,14 @@ from kbroker.transactional_producer import (
     end_transaction,
     transaction_state,
 )
-from spark_conn.options import OptionError, bootstrap_of, security_of
+from spark_conn.avro_columns import AvroEncoder, RegistryLookup
+from spark_conn.options import (
+    OptionError,
+    bootstrap_of,
+    registry_of,
+    security_of,
+    value_format_of,
+)
 from wire.errors import KafkaError
 from wire.records.record import Record
 
@@ -89,6 +96,9 @@ class SinkPlan:
     transactional_id: str | None = None
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     security: SecurityConfig = PLAINTEXT
+    # valueFormat=avro: the struct value column is encoded with this schema (the value
+    # subject's latest version when the write was planned), framed with its id.
+    value_encoder: AvroEncoder | None = None
 
 
 @dataclass
@@ -110,8 +120,19 @@ def plan_sink(options: Mapping[str, str], schema: StructType) -> SinkPlan:
         raise OptionError("the DataFrame to write needs a value column")
     if topic is None and "topic" not in types:
         raise OptionError("give the topic option or a topic column")
+    encoder = None
+    if value_format_of(lowered) == "avro":
+        registry = registry_of(lowered)
+        subject = lowered.get("valuesubject") or (f"{topic}-value" if topic else None)
+        if subject is None:
+            raise OptionError("valueFormat=avro without the topic option needs valueSubject")
+        if not isinstance(types["value"], StructType):
+            raise OptionError("valueFormat=avro writes a struct value column")
+        lookup = RegistryLookup(registry.url, registry.user_info)
+        schema_id, schema = lookup.latest(subject)
+        encoder = AvroEncoder(schema_id, schema, types["value"])
     expected: dict[str, tuple[type, ...]] = {
-        "value": (StringType, BinaryType),
+        "value": (StructType,) if encoder is not None else (StringType, BinaryType),
         "key": (StringType, BinaryType),
         "topic": (StringType,),
         "partition": (IntegerType,),
@@ -137,6 +158,7 @@ def plan_sink(options: Mapping[str, str], schema: StructType) -> SinkPlan:
         transactional_id=transactional_id,
         transaction_timeout_ms=timeout_ms,
         security=security_of(lowered),
+        value_encoder=encoder,
     )
 
 
@@ -177,7 +199,9 @@ class _TaskWriter:
         if topic is None:
             raise ValueError("a row has a null topic and no topic option is set")
         key = _bytes(row[columns["key"]]) if "key" in columns else None
-        value = _bytes(row[columns["value"]])
+        encoder = self._plan.value_encoder
+        raw = row[columns["value"]]
+        value = _bytes(raw) if encoder is None else encoder.encode(raw)
         headers = []
         if "headers" in columns and row[columns["headers"]] is not None:
             headers = [(h[0], _bytes(h[1])) for h in row[columns["headers"]]]

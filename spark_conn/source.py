@@ -1,20 +1,21 @@
 """Reading topics into Spark: the batch and streaming readers of the ``kbroker`` format.
 
 The rows have the schema of Spark's Kafka source (``SOURCE_SCHEMA``; with
-``includeHeaders=true`` a ``headers`` column follows). Planning happens on the driver: one
-input partition per topic partition, holding the half-open offset range [start, end) it
-reads. Each task reads its range through ``kbroker.data_client`` and stops exactly at the end
-offset, so a micro-batch replayed after a crash reads exactly the same records again. The
-streaming reader's offsets (the JSON of ``spark_conn.offsets``) are what Spark writes to the
-checkpoint's ``offsets/`` log before a micro-batch runs and marks done in ``commits/`` after
-it, which is how a restarted query continues where it stopped.
+``includeHeaders=true`` a ``headers`` column follows; with ``valueFormat=avro`` the ``value``
+column is a struct decoded through the schema registry, spark_conn/avro_columns.py). Planning
+happens on the driver: one input partition per topic partition, holding the half-open offset
+range [start, end) it reads. Each task reads its range through ``kbroker.data_client`` and
+stops exactly at the end offset, so a micro-batch replayed after a crash reads exactly the same
+records again. The streaming reader's offsets (the JSON of ``spark_conn.offsets``) are what
+Spark writes to the checkpoint's ``offsets/`` log before a micro-batch runs and marks done in
+``commits/`` after it, which is how a restarted query continues where it stopped.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,6 +29,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -43,6 +45,7 @@ from kbroker.data_client import (
     DataClient,
     FetchedRecord,
 )
+from spark_conn.avro_columns import AvroDecoder, RegistryLookup
 from spark_conn.offsets import DataLossError, OffsetReader, Offsets, from_json, rate_limit, to_json
 from spark_conn.options import SourceOptions
 from wire.errors import ErrorCode, KafkaError
@@ -68,11 +71,32 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FETCH_WAIT_MS = 500
 
 
-def source_schema(include_headers: bool) -> StructType:
-    """The source's columns, with or without ``headers``."""
+def source_schema(include_headers: bool, value_type: DataType | None = None) -> StructType:
+    """The source's columns, with or without ``headers``; ``value`` typed ``value_type``
+    (decoded Avro) instead of binary when given."""
+    fields = list(SOURCE_SCHEMA.fields)
+    if value_type is not None:
+        fields[1] = StructField("value", value_type)
     if include_headers:
-        return StructType([*SOURCE_SCHEMA.fields, HEADERS_FIELD])
-    return SOURCE_SCHEMA
+        fields.append(HEADERS_FIELD)
+    return StructType(fields)
+
+
+def with_reader_schema(options: SourceOptions) -> SourceOptions:
+    """valueFormat=avro: the options with the reader schema (the value subject's latest
+    version now) fixed, so every task decodes to the columns the query was planned with."""
+    if options.registry is None or options.value_subject is None:
+        return options
+    lookup = RegistryLookup(options.registry.url, options.registry.user_info)
+    schema_id, _ = lookup.latest(options.value_subject)
+    return replace(options, reader_schema_id=schema_id)
+
+
+def decoder_for(options: SourceOptions) -> AvroDecoder | None:
+    if options.registry is None or options.reader_schema_id is None:
+        return None
+    lookup = RegistryLookup(options.registry.url, options.registry.user_info)
+    return AvroDecoder(lookup, lookup.by_id(options.reader_schema_id))
 
 
 @dataclass
@@ -85,10 +109,12 @@ class OffsetRange(InputPartition):
     end: int
 
 
-def _row(topic: str, partition: int, r: FetchedRecord, headers: bool) -> tuple[Any, ...]:
+def _row(
+    topic: str, partition: int, r: FetchedRecord, headers: bool, decoder: AvroDecoder | None
+) -> tuple[Any, ...]:
     row: tuple[Any, ...] = (
         r.key,
-        r.value,
+        r.value if decoder is None else decoder.decode(r.value),
         topic,
         partition,
         r.offset,
@@ -107,6 +133,7 @@ def read_range(options: SourceOptions, rng: OffsetRange) -> Iterator[tuple[Any, 
     offset = rng.start
     timeout = options.poll_timeout_ms / 1000
     isolation = READ_COMMITTED if options.read_committed else READ_UNCOMMITTED
+    decoder = decoder_for(options)
     with DataClient(
         options.bootstrap, client_id="kbroker-spark-reader", security=options.security
     ) as client:
@@ -130,7 +157,7 @@ def read_range(options: SourceOptions, rng: OffsetRange) -> Iterator[tuple[Any, 
             for record in result.records:
                 if record.offset >= rng.end:
                     return
-                yield _row(rng.topic, rng.partition, record, options.include_headers)
+                yield _row(rng.topic, rng.partition, record, options.include_headers, decoder)
             if result.next_offset > offset:
                 offset = result.next_offset
                 deadline = time.monotonic() + timeout

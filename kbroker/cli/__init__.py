@@ -8,7 +8,8 @@ stderr, naming the property, with exit status 2.
 The other subcommands are clients of a running cluster, one module each in this package
 (``topics``, ``console``, ``cluster``, ``groups``, ``quotas``, ``transactions``,
 ``users``, ``client-metrics``), over the
-protocol operations of ``kbroker.cli.ops``.
+protocol operations of ``kbroker.cli.ops``; ``schemas`` is a client of a schema registry's REST
+API, and ``schema-registry`` runs one beside any Kafka-compatible cluster.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from kbroker.cli import (
     features,
     groups,
     quotas,
+    schema_registry,
+    schemas,
     topics,
     transactions,
     users,
@@ -70,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         users,
         client_metrics,
         features,
+        schemas,
+        schema_registry,
     ):
         commands.register(sub)
     return parser

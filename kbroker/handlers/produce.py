@@ -3,7 +3,9 @@
 Records are not decoded here: the batches' 61-byte headers and CRC-32C are
 checked (wire.records.batch.validate_produce_records) and the log rewrites base
 offsets in place. Only a compacted topic's records are decoded, to refuse keyless
-ones (kbroker/record_validation.py, with KIP-467 record_errors). Produce v0-v2
+ones (kbroker/record_validation.py, with KIP-467 record_errors), and those of a topic with
+schema validation on, to refuse records without a registered schema id
+(kbroker/schema_validation.py). Produce v0-v2
 carries legacy message sets (magic 0/1), which are converted to v2 batches once,
 on the way in. With acks=0 no response is
 sent, and a failed append closes the connection so the producer notices, as
@@ -55,6 +57,7 @@ from kbroker.handlers.throttling import throttle
 from kbroker.producer_state import ProducerStateManager, VerificationGuard
 from kbroker.quotas import PRODUCER_BYTE_RATE
 from kbroker.record_validation import RecordValidationError, check_keys_for_compaction
+from kbroker.schema_validation import check_schema_ids
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.server.connection import CloseConnection
 from kbroker.txn.log_records import TV_2
@@ -124,6 +127,16 @@ def _append(
     if "compact" in config.cleanup_policy:
         topic, index = partition.key
         check_keys_for_compaction(batches, topic, index, config.max_message_bytes)
+    if config.confluent_value_schema_validation or config.confluent_key_schema_validation:
+        registry = broker.schema_registry
+        check_schema_ids(
+            batches,
+            partition.key[0],
+            None if registry is None else registry.state,
+            keys=config.confluent_key_schema_validation,
+            values=config.confluent_value_schema_validation,
+            max_message_bytes=config.max_message_bytes,
+        )
     if acks == -1:
         check_min_insync(partition)
     append_time = (

@@ -54,6 +54,9 @@ class LogConfig:
     compression_type: str = "producer"
     preallocate: bool = False
     message_downconversion_enable: bool = True
+    # Broker-side schema validation (Confluent Server's names; kbroker/schema_validation.py).
+    confluent_key_schema_validation: bool = False
+    confluent_value_schema_validation: bool = False
 
     @classmethod
     def from_topic_config(cls, props: Mapping[str, str]) -> LogConfig:
@@ -90,4 +93,6 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "unclean_leader_election_enable": _bool,
     "preallocate": _bool,
     "message_downconversion_enable": _bool,
+    "confluent_key_schema_validation": _bool,
+    "confluent_value_schema_validation": _bool,
 }

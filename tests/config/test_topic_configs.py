@@ -30,10 +30,14 @@ ACCEPTED_WITHOUT_EFFECT = """message.format.version compression.gzip.level compr
 compression.zstd.level leader.replication.throttled.replicas
 follower.replication.throttled.replicas local.retention.ms local.retention.bytes
 remote.storage.enable remote.log.copy.disable remote.log.delete.on.disable""".split()
+# Confluent Server's broker-side schema validation (kbroker/schema_validation.py).
+SCHEMA_VALIDATION = ["confluent.key.schema.validation", "confluent.value.schema.validation"]
 
 
 def test_topic_config_names() -> None:
-    assert sorted(TOPIC_DEFS) == sorted(BRIEF_TOPIC_CONFIGS + ACCEPTED_WITHOUT_EFFECT)
+    assert sorted(TOPIC_DEFS) == sorted(
+        BRIEF_TOPIC_CONFIGS + ACCEPTED_WITHOUT_EFFECT + SCHEMA_VALIDATION
+    )
 
 
 def test_deprecated_and_unsupported_configs_are_accepted_as_kafka_accepts_them() -> None:

@@ -33,6 +33,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"
 VENV_BIN = Path(sys.executable).parent
+# docker-compose lives in an environment of its own (its jsonschema<4 pin, see the Makefile).
+COMPOSE_BIN = REPO / ".venv-compose" / "bin"
 SUBNET = "10.207.7"
 ZK_CLIENT_PORT = 2181
 ZK_CLASSPATH = "/usr/share/java/*"
@@ -59,7 +61,7 @@ def can_emulate() -> str | None:
 def compose_services(name: str) -> dict[str, dict[str, Any]]:
     """The services of docker/<name> as ``docker-compose config`` resolves them."""
     result = subprocess.run(
-        [str(VENV_BIN / "docker-compose"), "-f", str(DOCKER / name), "config"],
+        [str(COMPOSE_BIN / "docker-compose"), "-f", str(DOCKER / name), "config"],
         capture_output=True,
         text=True,
         check=True,

@@ -16,13 +16,15 @@ from kbroker.config import BrokerConfig, env_properties
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 BIN = Path(sys.executable).parent
+# docker-compose lives in an environment of its own (its jsonschema<4 pin, see the Makefile).
+COMPOSE_BIN = Path(__file__).resolve().parents[2] / ".venv-compose" / "bin"
 COMPOSE_FILES = ("docker-compose.yml", "docker-compose.single.yml", "docker-compose.secure.yml")
 
 
 def _tool(name: str) -> str:
-    found = shutil.which(name, path=str(BIN)) or shutil.which(name)
+    found = shutil.which(name, path=f"{COMPOSE_BIN}:{BIN}") or shutil.which(name)
     if found is None:
-        pytest.fail(f"{name} is not installed (pip install -e '.[test]')")
+        pytest.fail(f"{name} is not installed (make install)")
     return found
 
 
