@@ -32,7 +32,8 @@ class LoadBalancer:
         """Starts over with these members (ascending member indices); returns the difference
         between the most and the least loaded member's sizes."""
         sizes = self._sizes
-        order = sorted(members, key=lambda m: (sizes[m], m))
+        # Stable: members of equal size stay in index order.
+        order = sorted(members, key=sizes.__getitem__)
         self._order = order
         self._least_end = 0
         self._least_level = sizes[order[0]] - 1

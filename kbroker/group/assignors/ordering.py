@@ -10,9 +10,14 @@ from __future__ import annotations
 import uuid
 
 
-def java_string_key(text: str) -> bytes:
-    """Sorts like java.lang.String.compareTo: big-endian UTF-16 bytes compare as code units."""
-    return text.encode("utf-16-be", "surrogatepass")
+def java_string_key(text: str) -> str:
+    """Sorts like java.lang.String.compareTo, which compares UTF-16 code units: the same as
+    Python's order unless the text has characters above U+FFFF, which then become their
+    surrogate pairs."""
+    if text.isascii() or max(text) <= "\uffff":
+        return text
+    units = text.encode("utf-16-be", "surrogatepass")
+    return "".join(chr(int.from_bytes(units[i : i + 2], "big")) for i in range(0, len(units), 2))
 
 
 def _signed64(value: int) -> int:

@@ -6,11 +6,13 @@ uniform builders place the partitions they hand out (new, orphaned or given up) 
 know how many each member receives. Racks never move a partition that balance lets a member keep,
 and never change how many partitions a member gets.
 
-Greedy, in two passes. First the partitions with replicas on some member's rack, those with the
-fewest such racks first: each goes to the matching rack with the most room left (then by rack
-name), to the first member there with room; when no matching member has base room, a matching
-member may take one of the spare partitions (the "+1" of an uneven split) while any are left.
-Then the rest, in order, fill the remaining room in member order.
+Greedy, in two passes. First the partitions with replicas on some member's rack, grouped by the
+set of such racks, the groups with the fewest racks first (the most constrained): a group's
+partitions are shared among its racks so as to even out the room left on them (water-filling;
+ties to the rack named first), in order, and a rack's share fills its members' room as runs in
+member order; what finds no room may take one of the spare slots (the "+1" of an uneven split)
+on one of its racks while any are left. Then the rest, in order, fill the remaining room in
+member order, then the remaining spare slots.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from dataclasses import dataclass, field
 
 @dataclass(slots=True)
 class _Rack:
-    members: list[int]
-    room: int
+    name: str
+    members: list[int] = field(default_factory=list)
+    room: int = 0
     next_with_room: int = 0
-    next_spare_taker: int = 0
     spare_takers: list[int] = field(default_factory=list)
+    next_spare_taker: int = 0
 
 
 def place(
@@ -42,33 +45,41 @@ def place(
     spares equals the number of partitions. Changes room and may_take_spare.
     """
     racks: dict[str, _Rack] = {}
-    for member, rack in enumerate(member_racks):
-        if rack is None:
+    for member, name in enumerate(member_racks):
+        if name is None:
             continue
-        entry = racks.get(rack)
-        if entry is None:
-            entry = racks[rack] = _Rack(members=[], room=0)
-        entry.members.append(member)
-        entry.room += room[member]
+        rack = racks.get(name)
+        if rack is None:
+            rack = racks[name] = _Rack(name)
+        rack.members.append(member)
+        rack.room += room[member]
         if may_take_spare[member]:
-            entry.spare_takers.append(member)
+            rack.spare_takers.append(member)
+
+    # Partitions grouped by the member racks among their replicas' racks.
+    groups: dict[frozenset[str], list[int]] = {}
+    matching: dict[frozenset[str], frozenset[str]] = {}
+    for index, replica_racks in enumerate(partition_racks):
+        candidates = matching.get(replica_racks)
+        if candidates is None:
+            candidates = matching[replica_racks] = replica_racks.intersection(racks)
+        groups.setdefault(candidates, []).append(index)
 
     owners = [-1] * len(partition_racks)
-    matching = [(racks_of & racks.keys(), index) for index, racks_of in enumerate(partition_racks)]
-    matching = [(candidates, index) for candidates, index in matching if candidates]
-    matching.sort(key=lambda item: len(item[0]))
-    for candidates, index in matching:
-        rack_name = min(candidates, key=lambda name: (-racks[name].room, name))
-        rack = racks[rack_name]
-        if rack.room > 0:
-            while room[rack.members[rack.next_with_room]] == 0:
-                rack.next_with_room += 1
-            member = rack.members[rack.next_with_room]
-            room[member] -= 1
-            rack.room -= 1
-            owners[index] = member
-        elif spares > 0:
-            member = _spare_taker(candidates, racks, may_take_spare)
+    for candidates in sorted(groups, key=lambda names: (len(names), sorted(names))):
+        if not candidates:
+            continue
+        indices = groups[candidates]
+        shares = _water_fill([racks[name] for name in sorted(candidates)], len(indices))
+        position = 0
+        for rack, share in shares:
+            for index in indices[position : position + share]:
+                owners[index] = _take_room(rack, room)
+            position += share
+        for index in indices[position:]:
+            if spares == 0:
+                break
+            member = _spare_taker([racks[name] for name in candidates], may_take_spare)
             if member is not None:
                 may_take_spare[member] = False
                 spares -= 1
@@ -87,19 +98,53 @@ def place(
     return owners
 
 
-def _spare_taker(
-    candidates: frozenset[str], racks: dict[str, _Rack], may_take_spare: list[bool]
-) -> int | None:
+def _water_fill(racks: list[_Rack], count: int) -> list[tuple[_Rack, int]]:
+    """How many of `count` partitions each rack takes: always to the rack with the most room
+    left (ties to the first), never beyond its room."""
+    shares = [0] * len(racks)
+    left = [rack.room for rack in racks]
+    while count > 0:
+        top = max(left)
+        if top == 0:
+            break
+        at_top = [i for i, value in enumerate(left) if value == top]
+        below = max((value for value in left if value < top), default=0)
+        # Bring the racks at the top down to the next level, or as far as `count` reaches.
+        step = min(top - below, count // len(at_top))
+        if step == 0:
+            for i in at_top[:count]:
+                shares[i] += 1
+                left[i] -= 1
+            count -= min(count, len(at_top))
+            continue
+        for i in at_top:
+            shares[i] += step
+            left[i] -= step
+        count -= step * len(at_top)
+    return list(zip(racks, shares, strict=True))
+
+
+def _take_room(rack: _Rack, room: list[int]) -> int:
+    while room[rack.members[rack.next_with_room]] == 0:
+        rack.next_with_room += 1
+    member = rack.members[rack.next_with_room]
+    room[member] -= 1
+    rack.room -= 1
+    return member
+
+
+def _spare_taker(racks: list[_Rack], may_take_spare: list[bool]) -> int | None:
+    """The first member, in member order, on one of these racks that may still take a spare."""
     best: int | None = None
-    for name in candidates:
-        rack = racks[name]
+    for rack in racks:
+        takers = rack.spare_takers
         while (
-            rack.next_spare_taker < len(rack.spare_takers)
-            and not may_take_spare[rack.spare_takers[rack.next_spare_taker]]
+            rack.next_spare_taker < len(takers)
+            and not may_take_spare[takers[rack.next_spare_taker]]
         ):
             rack.next_spare_taker += 1
-        if rack.next_spare_taker < len(rack.spare_takers):
-            member = rack.spare_takers[rack.next_spare_taker]
+        if rack.next_spare_taker < len(takers):
+            member = takers[rack.next_spare_taker]
             if best is None or member < best:
                 best = member
     return best

@@ -54,10 +54,10 @@ class RangeAssignor:
         }
 
 
-def _member_order(member: MemberSpec) -> tuple[bool, bytes, bytes]:
+def _member_order(member: MemberSpec) -> tuple[bool, str, str]:
     instance = member.instance_id
     return (
         instance is None,
-        java_string_key(instance) if instance is not None else b"",
+        java_string_key(instance) if instance is not None else "",
         java_string_key(member.member_id),
     )

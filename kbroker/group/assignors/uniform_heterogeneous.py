@@ -38,10 +38,17 @@ class HeterogeneousBuilder:
     def __init__(self, view: GroupView) -> None:
         self._view = view
         count = len(view.member_ids)
-        self._subscribers: dict[TopicId, list[int]] = {topic_id: [] for topic_id in view.topics}
+        # Members grouped by subscription first: topic ids are looked up once per distinct
+        # subscription, not once per member (uuid.UUID hashes in Python code).
+        by_subscription: dict[frozenset[TopicId], list[int]] = {}
         for member, topic_ids in enumerate(view.subscriptions):
+            by_subscription.setdefault(topic_ids, []).append(member)
+        self._subscribers: dict[TopicId, list[int]] = {topic_id: [] for topic_id in view.topics}
+        for topic_ids, members in by_subscription.items():
             for topic_id in topic_ids:
-                self._subscribers[topic_id].append(member)
+                self._subscribers[topic_id].extend(members)
+        for subscribers in self._subscribers.values():
+            subscribers.sort()
         self._sizes = [0] * count
         self._owners: dict[TopicId, list[int]] = {
             topic_id: [-1] * topic.num_partitions for topic_id, topic in view.topics.items()
@@ -136,7 +143,8 @@ class HeterogeneousBuilder:
             return 0
         # The topic's partitions grouped by owner; a member gives from the end of its group.
         owners = self._owners[topic_id]
-        ordered = sorted(range(len(owners)), key=lambda p: (owners[p], p))
+        # Stable: a member's partitions stay in ascending order.
+        ordered = sorted(range(len(owners)), key=owners.__getitem__)
         start: dict[int, int] = {}
         end: dict[int, int] = {}
         for position, partition in enumerate(ordered):

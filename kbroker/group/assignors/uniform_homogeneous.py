@@ -18,7 +18,7 @@ with the most, and a member leaving leaves only its own partitions to hand out.
 from __future__ import annotations
 
 from kbroker.group.assignors import rack_placement
-from kbroker.group.assignors.group_view import GroupView
+from kbroker.group.assignors.group_view import NO_RACKS, GroupView
 from kbroker.group.assignors.ordering import kafka_uuid_key
 from kbroker.group.assignors.spec import Assignment, TopicId
 
@@ -46,29 +46,38 @@ def assign_homogeneous(view: GroupView) -> Assignment:
             for topic_id, partition in given_up:
                 owned[topic_id].discard(partition)
 
-    unassigned: list[tuple[TopicId, int]] = []
+    # The partitions nobody keeps, topic by topic; topic ids are looked up per topic, not per
+    # partition (uuid.UUID hashes in Python code).
+    unassigned: list[tuple[TopicId, list[int]]] = []
     for topic_id in topic_ids:
         num_partitions = view.topics[topic_id].num_partitions
         if len(owned[topic_id]) < num_partitions:
             free = set(range(num_partitions)).difference(owned[topic_id])
-            unassigned.extend((topic_id, partition) for partition in sorted(free))
+            unassigned.append((topic_id, sorted(free)))
 
     room = [quota[m] - held[m] for m in range(count)]
     may_take_spare = [quota[m] == min_quota for m in range(count)]
     if view.rack_aware:
+        partition_racks: list[frozenset[str]] = []
+        for topic_id, partitions in unassigned:
+            racks_of = view.topics[topic_id].partition_racks
+            partition_racks.extend(racks_of.get(p, NO_RACKS) for p in partitions)
         owners = rack_placement.place(
-            [view.partition_racks(t, p) for t, p in unassigned],
-            view.member_racks,
-            room,
-            may_take_spare,
-            spares,
+            partition_racks, view.member_racks, room, may_take_spare, spares
         )
     else:
         owners = _in_member_order(room, may_take_spare, spares)
 
     additions: list[dict[TopicId, list[int]]] = [{} for _ in range(count)]
-    for (topic_id, partition), member in zip(unassigned, owners, strict=True):
-        additions[member].setdefault(topic_id, []).append(partition)
+    position = 0
+    for topic_id, partitions in unassigned:
+        end = position + len(partitions)
+        by_member: dict[int, list[int]] = {}
+        for partition, member in zip(partitions, owners[position:end], strict=True):
+            by_member.setdefault(member, []).append(partition)
+        position = end
+        for member, received in by_member.items():
+            additions[member][topic_id] = received
     result: Assignment = {}
     for member, member_id in enumerate(view.member_ids):
         assignment = dict(kept[member])
