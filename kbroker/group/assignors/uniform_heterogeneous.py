@@ -97,11 +97,16 @@ class HeterogeneousBuilder:
             partitions = unowned[topic_id]
             subscribers = self._subscribers[topic_id]
             self._balancer.reset(subscribers)
+            # Drawn before any is given: the balancer only reads the sizes of members it has
+            # not reached yet, which these gifts do not change.
             receivers = [self._balancer.next_least_loaded() for _ in partitions]
             if self._racks is not None:
                 receivers = self._by_rack(topic_id, partitions, subscribers, receivers, self._racks)
+            by_member: dict[int, list[int]] = {}
             for partition, member in zip(partitions, receivers, strict=True):
-                self._give(topic_id, partition, member)
+                by_member.setdefault(member, []).append(partition)
+            for member, received in by_member.items():
+                self._give_all(topic_id, received, member)
 
     def _by_rack(
         self,
@@ -199,6 +204,17 @@ class HeterogeneousBuilder:
                 if on_receiver_rack is None:
                     on_receiver_rack = index
         return last if on_receiver_rack is None else on_receiver_rack
+
+    def _give_all(self, topic_id: TopicId, partitions: list[int], member: int) -> None:
+        """_give for many partitions of one topic, with one lookup of the topic id."""
+        current = self._assignment[member].get(topic_id)
+        self._assignment[member][topic_id] = (
+            set(partitions) if current is None else current.union(partitions)
+        )
+        owners = self._owners[topic_id]
+        for partition in partitions:
+            owners[partition] = member
+        self._sizes[member] += len(partitions)
 
     def _give(self, topic_id: TopicId, partition: int, member: int) -> None:
         partitions = self._assignment[member].get(topic_id)

@@ -38,7 +38,7 @@ def assign_homogeneous(view: GroupView) -> Assignment:
 
     kept = list(view.current)
     topic_rank = {topic_id: rank for rank, topic_id in enumerate(topic_ids)}
-    owned = view.owned  # this call's own copy: updated as members give partitions up
+    owned = view.owned  # built for this call: updated as members give partitions up
     for member in over:
         if held[member] > quota[member]:
             kept[member], given_up = _trim(view, member, quota[member], topic_rank)
