@@ -49,8 +49,10 @@ def _partitions(
             leader_epoch=p.leader_epoch,
             replica_nodes=p.replica_nodes,
             isr_nodes=p.isr_nodes,
-            eligible_leader_replicas=None,
-            last_known_elr=None,
+            # KIP-966's eligible leader replicas are not kept: empty lists, never null (the
+            # Java admin client's describeTopics fails on null).
+            eligible_leader_replicas=[],
+            last_known_elr=[],
             offline_replicas=p.offline_replicas,
         )
         for p in answer.partitions[first : first + limit]

@@ -92,5 +92,5 @@ async def test_partition_details_and_operations(broker: Broker, client: RawClien
         [broker.config.broker_id],
         [],
     )
-    # Eligible leader replicas are not implemented: null, not empty.
-    assert first.eligible_leader_replicas is None and first.last_known_elr is None
+    # Eligible leader replicas are not kept: empty lists, which the Java clients need.
+    assert first.eligible_leader_replicas == [] and first.last_known_elr == []
