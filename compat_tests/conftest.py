@@ -3,10 +3,11 @@
 Set KBROKER_BOOTSTRAP=host:port to run the suite against a broker that is already running
 (kbroker or any other Kafka-compatible broker; test ids end in ``[external]``). Otherwise
 every test runs against each broker named in KBROKER_COMPAT_BROKERS (default
-``kbroker,kafka``), started for the session on a free loopback port with a temporary log
-directory: ``kbroker`` is this repository's broker, ``kafka`` is Apache Kafka 3.9.0
-(../shared/kafka-3.9) with Debian's ZooKeeper, the oracle. Test ids end in ``[kbroker]`` or
-``[kafka]``, so the two columns of results sit side by side.
+``kbroker,kafka,kafka43``), started for the session on free loopback ports with a temporary
+log directory: ``kbroker`` is this repository's broker; the oracles are ``kafka``, Apache
+Kafka 3.9.0 (../shared/kafka-3.9) with Debian's ZooKeeper, and ``kafka43``, Apache Kafka 4.3
+(../shared/kafka-4.3) in KRaft mode. Test ids end in ``[kbroker]``, ``[kafka]`` or
+``[kafka43]``, so the three columns of results sit side by side.
 """
 
 import os
@@ -20,7 +21,12 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.broker_process import BrokerProcess, BrokerStartError
-from compat_tests.kafka_process import KafkaProcess, kafka_available
+from compat_tests.kafka_process import (
+    KafkaProcess,
+    KRaftKafkaProcess,
+    kafka43_available,
+    kafka_available,
+)
 from compat_tests.support import require, wait_for_leaders
 from compat_tests.zookeeper_process import ZooKeeperProcess, java_available
 
@@ -28,7 +34,7 @@ BOOTSTRAP_ENV = "KBROKER_BOOTSTRAP"
 
 
 BROKERS_ENV = "KBROKER_COMPAT_BROKERS"
-BROKER_KINDS = ("kbroker", "kafka")
+BROKER_KINDS = ("kbroker", "kafka", "kafka43")
 
 
 def brokers_under_test() -> list[str]:
@@ -60,6 +66,21 @@ def start_kafka(work: Path) -> Iterator[KafkaProcess]:
         zookeeper.stop()
 
 
+def start_kafka43(work: Path) -> Iterator[KRaftKafkaProcess]:
+    """Apache Kafka 4.3, one KRaft node formatted for this session; stopped when the
+    generator closes."""
+    require(shutil.which("java") is not None, "java is needed for Kafka 4.3")
+    require(kafka43_available(), "Apache Kafka 4.3 is missing from ../shared/kafka-4.3")
+    kafka = KRaftKafkaProcess(work)
+    try:
+        kafka.start()
+        yield kafka
+    except BrokerStartError as exc:
+        pytest.fail(f"could not start Kafka 4.3: {exc}", pytrace=False)
+    finally:
+        kafka.stop(timeout=30.0)
+
+
 @pytest.fixture(scope="session", params=brokers_under_test())
 def broker_process(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -71,6 +92,9 @@ def broker_process(
         return
     if request.param == "kafka":
         yield from start_kafka(tmp_path_factory.mktemp("kafka"))
+        return
+    if request.param == "kafka43":
+        yield from start_kafka43(tmp_path_factory.mktemp("kafka43"))
         return
     broker = BrokerProcess(tmp_path_factory.mktemp("kbroker"))
     try:
