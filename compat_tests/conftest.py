@@ -82,18 +82,24 @@ def start_kafka43(work: Path) -> Iterator[KRaftKafkaProcess]:
 
 
 @pytest.fixture(scope="session", params=brokers_under_test())
+def broker_kind(request: pytest.FixtureRequest) -> str:
+    """Which broker the test runs against: "kbroker", "kafka", "kafka43" or "external"."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
 def broker_process(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    broker_kind: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BrokerProcess | None]:
     """The broker process this session started (kbroker or Kafka), or None under
     KBROKER_BOOTSTRAP."""
-    if request.param == "external":
+    if broker_kind == "external":
         yield None
         return
-    if request.param == "kafka":
+    if broker_kind == "kafka":
         yield from start_kafka(tmp_path_factory.mktemp("kafka"))
         return
-    if request.param == "kafka43":
+    if broker_kind == "kafka43":
         yield from start_kafka43(tmp_path_factory.mktemp("kafka43"))
         return
     broker = BrokerProcess(tmp_path_factory.mktemp("kbroker"))
