@@ -49,6 +49,20 @@ def brokers_under_test() -> list[str]:
     return kinds
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist with ``--dist loadgroup`` (``make test`` runs compat_tests with
+    ``-n 3``), each broker kind's tests go to one worker: the three columns run side by side,
+    each worker starting only its own broker. The suite mostly waits on brokers, JVMs and
+    timeouts, so the columns overlap well even on two cores."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        kind = callspec.params.get("broker_kind") if callspec is not None else None
+        if kind is not None:
+            item.add_marker(pytest.mark.xdist_group(f"compat-{kind}"))
+
+
 def start_kafka(work: Path) -> Iterator[KafkaProcess]:
     """ZooKeeper and Apache Kafka 3.9.0, stopped (Kafka first) when the generator closes."""
     require(java_available(), "ZooKeeper (Debian package) and java are needed for Kafka")
