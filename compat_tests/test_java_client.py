@@ -66,9 +66,6 @@ JAVA39_TO_KAFKA39: dict[str, int] = {
     "ADD_OFFSETS_TO_TXN": 4,
     "END_TXN": 4,
     "TXN_OFFSET_COMMIT": 4,
-    # KIP-714: kbroker serves client telemetry (Kafka 3.9 in ZooKeeper mode does not), so
-    # the client asks for its subscription; with none, it pushes nothing.
-    "GET_TELEMETRY_SUBSCRIPTIONS": 0,
 }
 
 # Kafka 4.3 (KRaft) also advertises DescribeTopicPartitions, which the admin client's
@@ -106,6 +103,12 @@ ORACLE_VERSIONS: dict[tuple[str, str], dict[str, int]] = {
 # What the client does differently when the broker does not finalize transaction.version 2:
 # the transactional APIs as with Kafka 3.9, and transactional producers cap Produce at v11
 # (non-transactional ones still send the newest).
+# What both clients send when a broker advertises it, which neither Kafka does as started here:
+# client telemetry (KIP-714; Kafka 4.3 advertises it only with a metrics reporter that
+# receives it, Kafka 3.9 in ZooKeeper mode never). kbroker serves it, so the client asks for
+# its subscription, and pushes only under one.
+ADVERTISED_ELSEWHERE: dict[str, int] = {"GET_TELEMETRY_SUBSCRIPTIONS": 0, "PUSH_TELEMETRY": 0}
+
 TRANSACTION_V2_APIS = (
     "ADD_PARTITIONS_TO_TXN",
     "ADD_OFFSETS_TO_TXN",
@@ -116,8 +119,9 @@ TRANSACTION_V2_APIS = (
 
 def derived_versions(client: str, broker: Advertised) -> dict[str, set[int]]:
     """The versions `client` may send to a broker that advertises `broker`: what it sends to
-    Kafka 4.3, capped by the broker's newest version of each API it advertises."""
-    newest = ORACLE_VERSIONS[(client, "kafka43")]
+    Kafka 4.3 (or would, for the APIs Kafka does not advertise here), capped by the broker's
+    newest version of each API it advertises."""
+    newest = {**ORACLE_VERSIONS[(client, "kafka43")], **ADVERTISED_ELSEWHERE}
     before_v2 = ORACLE_VERSIONS[(client, "kafka")]
     candidates = {api: {version} for api, version in newest.items()}
     if broker.finalized_features.get("transaction.version", 0) < 2:
