@@ -1,13 +1,13 @@
 """Fixtures: the broker under test, topics, and client-side tools.
 
 Set KBROKER_BOOTSTRAP=host:port to run the suite against a broker that is already running
-(kbroker or any other Kafka-compatible broker; test ids end in ``[external]``). Otherwise
+(kbroker or any other Kafka-compatible broker; test ids start with ``[external``). Otherwise
 every test runs against each broker named in KBROKER_COMPAT_BROKERS (default
 ``kbroker,kafka,kafka43``), started for the session on free loopback ports with a temporary
 log directory: ``kbroker`` is this repository's broker; the oracles are ``kafka``, Apache
 Kafka 3.9.0 (../shared/kafka-3.9) with Debian's ZooKeeper, and ``kafka43``, Apache Kafka 4.3
-(../shared/kafka-4.3) in KRaft mode. Test ids end in ``[kbroker]``, ``[kafka]`` or
-``[kafka43]``, so the three columns of results sit side by side.
+(../shared/kafka-4.3) in KRaft mode. Test ids start with the broker kind (``[kbroker]``,
+``[kafka43-gzip]``), so the three columns of results sit side by side.
 """
 
 import os
