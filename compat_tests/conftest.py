@@ -1,12 +1,13 @@
 """Fixtures: the broker under test, topics, and client-side tools.
 
 Set KBROKER_BOOTSTRAP=host:port to run the suite against a broker that is already running
-(kbroker or any other Kafka-compatible broker; test ids end in ``[external]``). Otherwise
+(kbroker or any other Kafka-compatible broker; test ids start with ``[external``). Otherwise
 every test runs against each broker named in KBROKER_COMPAT_BROKERS (default
-``kbroker,kafka``), started for the session on a free loopback port with a temporary log
-directory: ``kbroker`` is this repository's broker, ``kafka`` is Apache Kafka 3.9.0
-(../shared/kafka-3.9) with Debian's ZooKeeper, the oracle. Test ids end in ``[kbroker]`` or
-``[kafka]``, so the two columns of results sit side by side.
+``kbroker,kafka,kafka43``), started for the session on free loopback ports with a temporary
+log directory: ``kbroker`` is this repository's broker; the oracles are ``kafka``, Apache
+Kafka 3.9.0 (../shared/kafka-3.9) with Debian's ZooKeeper, and ``kafka43``, Apache Kafka 4.3
+(../shared/kafka-4.3) in KRaft mode. Test ids start with the broker kind (``[kbroker]``,
+``[kafka43-gzip]``), so the three columns of results sit side by side.
 """
 
 import os
@@ -20,7 +21,12 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.broker_process import BrokerProcess, BrokerStartError
-from compat_tests.kafka_process import KafkaProcess, kafka_available
+from compat_tests.kafka_process import (
+    KafkaProcess,
+    KRaftKafkaProcess,
+    kafka43_available,
+    kafka_available,
+)
 from compat_tests.support import require, wait_for_leaders
 from compat_tests.zookeeper_process import ZooKeeperProcess, java_available
 
@@ -28,7 +34,7 @@ BOOTSTRAP_ENV = "KBROKER_BOOTSTRAP"
 
 
 BROKERS_ENV = "KBROKER_COMPAT_BROKERS"
-BROKER_KINDS = ("kbroker", "kafka")
+BROKER_KINDS = ("kbroker", "kafka", "kafka43")
 
 
 def brokers_under_test() -> list[str]:
@@ -41,6 +47,20 @@ def brokers_under_test() -> list[str]:
     if unknown or not kinds:
         raise pytest.UsageError(f"{BROKERS_ENV}: unknown broker kinds {sorted(unknown)}")
     return kinds
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist with ``--dist loadgroup`` (``make test`` runs compat_tests with
+    ``-n 3``), each broker kind's tests go to one worker: the three columns run side by side,
+    each worker starting only its own broker. The suite mostly waits on brokers, JVMs and
+    timeouts, so the columns overlap well even on two cores."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        kind = callspec.params.get("broker_kind") if callspec is not None else None
+        if kind is not None:
+            item.add_marker(pytest.mark.xdist_group(f"compat-{kind}"))
 
 
 def start_kafka(work: Path) -> Iterator[KafkaProcess]:
@@ -60,17 +80,41 @@ def start_kafka(work: Path) -> Iterator[KafkaProcess]:
         zookeeper.stop()
 
 
+def start_kafka43(work: Path) -> Iterator[KRaftKafkaProcess]:
+    """Apache Kafka 4.3, one KRaft node formatted for this session; stopped when the
+    generator closes."""
+    require(shutil.which("java") is not None, "java is needed for Kafka 4.3")
+    require(kafka43_available(), "Apache Kafka 4.3 is missing from ../shared/kafka-4.3")
+    kafka = KRaftKafkaProcess(work)
+    try:
+        kafka.start()
+        yield kafka
+    except BrokerStartError as exc:
+        pytest.fail(f"could not start Kafka 4.3: {exc}", pytrace=False)
+    finally:
+        kafka.stop(timeout=30.0)
+
+
 @pytest.fixture(scope="session", params=brokers_under_test())
+def broker_kind(request: pytest.FixtureRequest) -> str:
+    """Which broker the test runs against: "kbroker", "kafka", "kafka43" or "external"."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
 def broker_process(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    broker_kind: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BrokerProcess | None]:
     """The broker process this session started (kbroker or Kafka), or None under
     KBROKER_BOOTSTRAP."""
-    if request.param == "external":
+    if broker_kind == "external":
         yield None
         return
-    if request.param == "kafka":
+    if broker_kind == "kafka":
         yield from start_kafka(tmp_path_factory.mktemp("kafka"))
+        return
+    if broker_kind == "kafka43":
+        yield from start_kafka43(tmp_path_factory.mktemp("kafka43"))
         return
     broker = BrokerProcess(tmp_path_factory.mktemp("kbroker"))
     try:

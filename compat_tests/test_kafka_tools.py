@@ -1,0 +1,444 @@
+"""Apache Kafka 4.3's command-line tools against kbroker and against Kafka 4.3.
+
+Each test runs one tool (one JVM per command, so a few commands per tool) against the
+session's broker and checks what it prints; the same checks hold on both brokers, which is
+the comparison (the README's table lists each tool's result on each). Topics, records,
+groups and transactions the tools look at are set up with confluent-kafka, which costs no
+JVM. kafka-acls needs an authorizer: its test starts a broker of its own with
+StandardAuthorizer (kbroker accepts the class name and serves ACLs itself).
+
+These tools are 4.3's: the module runs against kbroker and Kafka 4.3 (or the broker that
+KBROKER_BOOTSTRAP names), not Kafka 3.9.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from compat_tests.broker_process import BrokerProcess, BrokerStartError
+from compat_tests.conftest import brokers_under_test
+from compat_tests.kafka43_tools import Kafka43Tools
+from compat_tests.kafka_process import KRaftKafkaProcess, kafka43_available
+from compat_tests.support import require, wait_for_leaders, wait_until
+
+TOOL_BROKERS = ("kbroker", "kafka43", "external")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.parametrize(
+        "broker_kind",
+        [kind for kind in brokers_under_test() if kind in TOOL_BROKERS],
+        scope="session",
+    ),
+]
+
+
+@pytest.fixture(scope="session")
+def tools(
+    broker_kind: str, bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Kafka43Tools:
+    require(kafka43_available(), "Apache Kafka 4.3 is missing from ../shared/kafka-4.3")
+    require(shutil.which("java") is not None, "java is needed for Kafka's tools")
+    return Kafka43Tools(bootstrap, tmp_path_factory.mktemp(f"tools-{broker_kind}"))
+
+
+@pytest.fixture(scope="session")
+def broker_id(admin: AdminClient) -> int:
+    return min(admin.list_topics(timeout=10).brokers)
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % partitions)
+    assert producer.flush(30) == 0
+
+
+def commit(bootstrap: str, group: str, offsets: list[TopicPartition]) -> None:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 20)
+    finally:
+        consumer.close()
+    return [tp.offset for tp in found]
+
+
+def table(lines: list[str]) -> list[list[str]]:
+    """Rows of a tool's whitespace-aligned table."""
+    return [line.split() for line in lines]
+
+
+def test_kafka_topics(
+    tools: Kafka43Tools, admin: AdminClient, unique_topic: Callable[[], str]
+) -> None:
+    topic = unique_topic()
+    tools.ok(
+        "kafka-topics",
+        "--create",
+        "--topic",
+        topic,
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "1",
+        "--config",
+        "retention.ms=3600000",
+    )
+    wait_for_leaders(admin, topic, 2)
+    assert topic in tools.ok("kafka-topics", "--list").lines()
+    described = tools.ok("kafka-topics", "--describe", "--topic", topic).stdout
+    assert re.search(rf"Topic: {topic}\s+TopicId: \S+\s+PartitionCount: 2\s", described), described
+    assert "retention.ms=3600000" in described
+    assert (
+        len(re.findall(r"Partition: \d+\s+Leader: \d+\s+Replicas: \d+\s+Isr: \d+", described)) == 2
+    )
+
+    tools.ok("kafka-topics", "--alter", "--topic", topic, "--partitions", "3")
+    wait_for_leaders(admin, topic, 3)
+    shrink = tools.run("kafka-topics", "--alter", "--topic", topic, "--partitions", "1")
+    assert shrink.returncode != 0 and "InvalidPartitionsException" in shrink.stderr, shrink.report()
+
+    tools.ok("kafka-topics", "--delete", "--topic", topic)
+    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 30.0, f"{topic} gone")
+    missing = tools.run("kafka-topics", "--describe", "--topic", topic)
+    assert missing.returncode != 0 and f"Topic '{topic}' does not exist" in missing.stderr, (
+        missing.report()
+    )
+
+
+def test_kafka_configs_topic_and_broker(
+    tools: Kafka43Tools, create_topic: Callable[..., str], broker_id: int
+) -> None:
+    topic = create_topic(config={"retention.ms": "3600000"})
+    topic_entity = ("--entity-type", "topics", "--entity-name", topic)
+    tools.ok("kafka-configs", *topic_entity, "--alter", "--add-config", "max.message.bytes=2000000")
+    described = tools.ok("kafka-configs", *topic_entity, "--describe").stdout
+    assert f"Dynamic configs for topic {topic} are:" in described
+    assert (
+        "retention.ms=3600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000"
+        in described
+    )
+    assert "max.message.bytes=2000000 sensitive=false" in described
+
+    broker_entity = ("--entity-type", "brokers", "--entity-name", str(broker_id))
+    tools.ok(
+        "kafka-configs", *broker_entity, "--alter", "--add-config", "log.retention.ms=86400000"
+    )
+    described = tools.ok("kafka-configs", *broker_entity, "--describe", "--all").stdout
+    assert f"All configs for broker {broker_id} are:" in described
+    retention = "log.retention.ms=86400000"
+    assert f"{retention} sensitive=false synonyms={{DYNAMIC_BROKER_CONFIG:{retention}" in described
+    default = r"message\.max\.bytes=1048588"
+    assert re.search(
+        rf"{default} sensitive=false synonyms=\{{.*DEFAULT_CONFIG:{default}\}}", described
+    )
+    tools.ok("kafka-configs", *broker_entity, "--alter", "--delete-config", "log.retention.ms")
+
+
+def test_kafka_console_producer_and_consumer(
+    tools: Kafka43Tools, create_topic: Callable[..., str]
+) -> None:
+    topic = create_topic()
+    lines = [f"k{i}:value {i}" for i in range(20)]
+    tools.ok(
+        "kafka-console-producer",
+        "--topic",
+        topic,
+        "--reader-property",
+        "parse.key=true",
+        "--reader-property",
+        "key.separator=:",
+        stdin="\n".join(lines) + "\n",
+    )
+    consumed = tools.ok(
+        "kafka-console-consumer",
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--max-messages",
+        "20",
+        "--group",
+        f"console-{uuid.uuid4().hex[:8]}",
+        "--formatter-property",
+        "print.key=true",
+        "--formatter-property",
+        "key.separator=:",
+        "--timeout-ms",
+        "60000",
+    )
+    assert consumed.lines() == lines, consumed.report()
+
+
+def test_kafka_consumer_groups(
+    tools: Kafka43Tools, bootstrap: str, create_topic: Callable[..., str]
+) -> None:
+    topic = create_topic(partitions=2)
+    produce(bootstrap, topic, 20, partitions=2)
+    group = f"tools-group-{uuid.uuid4().hex[:8]}"
+    commit(bootstrap, group, [TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 10)])
+
+    assert group in tools.ok("kafka-consumer-groups", "--list").lines()
+    described = tools.ok("kafka-consumer-groups", "--describe", "--group", group).stdout
+    rows = {(r[1], r[2]): r[3:6] for r in table(described.splitlines()) if r and r[0] == group}
+    assert rows == {(topic, "0"): ["4", "10", "6"], (topic, "1"): ["10", "10", "0"]}, described
+
+    reset = tools.ok(
+        "kafka-consumer-groups",
+        "--reset-offsets",
+        "--group",
+        group,
+        "--topic",
+        topic,
+        "--to-earliest",
+        "--execute",
+    )
+    assert committed(bootstrap, group, topic, 2) == [0, 0], reset.report()
+
+    deleted = tools.ok("kafka-consumer-groups", "--delete", "--group", group)
+    assert f"Deletion of requested consumer groups ('{group}') was successful." in deleted.stdout
+    assert group not in tools.ok("kafka-consumer-groups", "--list").lines()
+
+
+def test_kafka_transactions(
+    tools: Kafka43Tools, bootstrap: str, create_topic: Callable[..., str], broker_id: int
+) -> None:
+    topic = create_topic()
+    transactional_id = f"tools-txn-{uuid.uuid4().hex[:8]}"
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"in a transaction")
+    producer.commit_transaction(30)
+
+    listed = table(tools.ok("kafka-transactions", "list").lines())
+    assert listed[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    (row,) = [r for r in listed if r[0] == transactional_id]
+    assert row[1] == str(broker_id) and row[3] == "CompleteCommit", listed
+
+    described = table(
+        tools.ok("kafka-transactions", "describe", "--transactional-id", transactional_id).lines()
+    )
+    assert described[0][:4] == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch"]
+    assert described[1][:2] == [str(broker_id), transactional_id]
+    assert "CompleteCommit" in described[1], described
+
+    hanging = tools.ok("kafka-transactions", "find-hanging", "--broker-id", str(broker_id))
+    assert table(hanging.lines()) == [
+        [
+            "Topic",
+            "Partition",
+            "ProducerId",
+            "ProducerEpoch",
+            "CoordinatorEpoch",
+            "StartOffset",
+            "LastTimestamp",
+            "Duration(min)",
+        ]
+    ], hanging.report()
+
+
+def test_kafka_get_offsets_and_delete_records(
+    tools: Kafka43Tools, bootstrap: str, create_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = create_topic(partitions=2)
+    produce(bootstrap, topic, 10, partitions=2)
+    latest = tools.ok("kafka-get-offsets", "--topic", topic).lines()
+    assert sorted(latest) == [f"{topic}:0:5", f"{topic}:1:5"]
+
+    offsets = tmp_path / "delete.json"
+    offsets.write_text(
+        json.dumps({"partitions": [{"topic": topic, "partition": 0, "offset": 3}], "version": 1})
+    )
+    deleted = tools.ok("kafka-delete-records", "--offset-json-file", str(offsets))
+    assert f"partition: {topic}-0\tlow_watermark: 3" in deleted.stdout, deleted.report()
+    earliest = tools.ok("kafka-get-offsets", "--topic", topic, "--time", "earliest").lines()
+    assert sorted(earliest) == [f"{topic}:0:3", f"{topic}:1:0"]
+
+
+def test_kafka_log_dirs(
+    tools: Kafka43Tools, bootstrap: str, create_topic: Callable[..., str], broker_id: int
+) -> None:
+    topic = create_topic()
+    produce(bootstrap, topic, 10)
+    run = tools.ok("kafka-log-dirs", "--describe", "--topic-list", topic)
+    description = json.loads(run.lines()[-1])
+    (broker,) = [b for b in description["brokers"] if b["broker"] == broker_id]
+    replicas = [p for d in broker["logDirs"] for p in d["partitions"]]
+    assert [(p["partition"], p["size"] > 0, p["isFuture"]) for p in replicas] == [
+        (f"{topic}-0", True, False)
+    ], run.report()
+
+
+def test_kafka_reassign_partitions_and_leader_election(
+    tools: Kafka43Tools, create_topic: Callable[..., str], broker_id: int, tmp_path: Path
+) -> None:
+    """One broker: the partition is "moved" to the broker it is on, and its preferred leader
+    elected where it already leads, which both brokers answer as a no-op."""
+    topic = create_topic()
+    plan = tmp_path / "reassignment.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [{"topic": topic, "partition": 0, "replicas": [broker_id]}],
+            }
+        )
+    )
+    executed = tools.ok(
+        "kafka-reassign-partitions", "--reassignment-json-file", str(plan), "--execute"
+    )
+    assert "Successfully started partition reassignment" in executed.stdout, executed.report()
+    verified = tools.ok(
+        "kafka-reassign-partitions", "--reassignment-json-file", str(plan), "--verify"
+    )
+    assert f"Reassignment of partition {topic}-0 is completed." in verified.stdout, (
+        verified.report()
+    )
+
+    elected = tools.run(
+        "kafka-leader-election",
+        "--election-type",
+        "preferred",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+    )
+    assert elected.returncode == 0, elected.report()
+    assert f"Valid replica already elected for partitions {topic}-0" in elected.stdout, (
+        elected.report()
+    )
+
+
+def test_kafka_perf_tests(tools: Kafka43Tools, create_topic: Callable[..., str]) -> None:
+    topic = create_topic()
+    produced = tools.run_raw(
+        "kafka-producer-perf-test",
+        "--topic",
+        topic,
+        "--num-records",
+        "2000",
+        "--record-size",
+        "100",
+        "--throughput",
+        "-1",
+        "--producer-props",
+        f"bootstrap.servers={tools.bootstrap}",
+    )
+    assert produced.returncode == 0, produced.report()
+    assert re.search(r"^2000 records sent, .* records/sec", produced.stdout, re.M), (
+        produced.report()
+    )
+
+    consumed = tools.ok(
+        "kafka-consumer-perf-test",
+        "--topic",
+        topic,
+        "--num-records",
+        "2000",
+        "--group",
+        f"perf-{uuid.uuid4().hex[:8]}",
+        "--timeout",
+        "60000",
+    )
+    header, values = consumed.lines()[-2:]
+    stats = dict(zip([h.strip() for h in header.split(",")], values.split(","), strict=True))
+    assert int(stats["data.consumed.in.nMsg"]) == 2000, consumed.report()
+
+
+def test_kafka_features(tools: Kafka43Tools) -> None:
+    described = tools.ok("kafka-features", "describe")
+    features = {
+        m.group(1): m.group(2)
+        for m in re.finditer(
+            r"Feature: (\S+)\s+SupportedMinVersion: \S+\s+SupportedMaxVersion: "
+            r"\S+\s+FinalizedVersionLevel: (\S+)",
+            described.stdout,
+        )
+    }
+    # KIP-890's transaction version 2 is what Kafka 4.x finalizes for a new cluster.
+    assert features.get("transaction.version") == "2", described.report()
+
+
+def test_kafka_client_metrics(tools: Kafka43Tools) -> None:
+    name = f"tools-metrics-{uuid.uuid4().hex[:8]}"
+    tools.ok(
+        "kafka-client-metrics",
+        "--alter",
+        "--name",
+        name,
+        "--metrics",
+        "org.apache.kafka.producer.",
+        "--interval",
+        "60000",
+    )
+    assert name in tools.ok("kafka-client-metrics", "--list").lines()
+    described = tools.ok("kafka-client-metrics", "--describe", "--name", name).stdout
+    assert f"Client metrics configs for {name} are:" in described, described
+    assert "metrics=org.apache.kafka.producer." in described
+    assert "interval.ms=60000" in described
+    tools.ok("kafka-client-metrics", "--delete", "--name", name)
+
+
+# kafka-acls needs a broker with an authorizer: one of its own, the tool's test user
+# (ANONYMOUS over PLAINTEXT) a super user, as Kafka's brokers' own principal must be.
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
+}
+
+
+@pytest.fixture(scope="session")
+def authorizing_broker(
+    broker_kind: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BrokerProcess]:
+    if broker_kind == "external":
+        pytest.skip("kafka-acls needs a broker with an authorizer, which this test starts")
+    work = tmp_path_factory.mktemp(f"acl-{broker_kind}")
+    broker = (
+        BrokerProcess(work, overrides=AUTHORIZER)
+        if broker_kind == "kbroker"
+        else KRaftKafkaProcess(work, overrides=AUTHORIZER)
+    )
+    try:
+        broker.start(timeout=90.0)
+    except BrokerStartError as exc:
+        pytest.fail(f"could not start {broker_kind} with an authorizer: {exc}", pytrace=False)
+    yield broker
+    broker.stop(timeout=30.0)
+
+
+def test_kafka_acls(
+    authorizing_broker: BrokerProcess, tools: Kafka43Tools, unique_topic: Callable[[], str]
+) -> None:
+    acl_tools = Kafka43Tools(authorizing_broker.bootstrap, tools.log_dir)
+    topic = unique_topic()
+    acl = ("--allow-principal", "User:alice", "--operation", "Read", "--topic", topic)
+    added = acl_tools.ok("kafka-acls", "--add", *acl)
+    pattern = f"ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)"
+    assert f"Adding ACLs for resource `{pattern}`" in added.stdout, added.report()
+    listed = acl_tools.ok("kafka-acls", "--list", "--topic", topic).stdout
+    assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in listed, listed
+    acl_tools.ok("kafka-acls", "--remove", "--force", *acl)
+    listed = acl_tools.ok("kafka-acls", "--list", "--topic", topic).stdout
+    assert "User:alice" not in listed, listed
