@@ -176,7 +176,7 @@ def decode_consumer_key(version: int, r: Reader) -> ConsumerKey | None:
 # --- values -----------------------------------------------------------------------------------
 
 
-def _write_partitions(w: Writer, partitions: Partitions) -> None:
+def write_partitions(w: Writer, partitions: Partitions) -> None:
     w.array_len(len(partitions), True)
     for topic_id in sorted(partitions, key=lambda t: t.bytes):
         w.uuid(topic_id)
@@ -187,7 +187,7 @@ def _write_partitions(w: Writer, partitions: Partitions) -> None:
         w.tagged_fields([])
 
 
-def _read_partitions(r: Reader) -> dict[uuid.UUID, tuple[int, ...]]:
+def read_partitions(r: Reader) -> dict[uuid.UUID, tuple[int, ...]]:
     out: dict[uuid.UUID, tuple[int, ...]] = {}
     for _ in range(r.array_len(True)):
         topic_id = r.uuid()
@@ -196,7 +196,7 @@ def _read_partitions(r: Reader) -> dict[uuid.UUID, tuple[int, ...]]:
     return out
 
 
-def _int64(n: int) -> bytes:
+def int64_bytes(n: int) -> bytes:
     w = Writer()
     w.int64(n)
     return w.getvalue()
@@ -209,9 +209,9 @@ def encode_consumer_value(value: ConsumerValue) -> bytes:
         w.int32(value.epoch)
         tags = []
         if value.metadata_hash != 0:
-            tags.append((0, _int64(value.metadata_hash)))
+            tags.append((0, int64_bytes(value.metadata_hash)))
         if value.creation_time_ms != -1:
-            tags.append((1, _int64(value.creation_time_ms)))
+            tags.append((1, int64_bytes(value.creation_time_ms)))
         w.tagged_fields(tags)
     elif isinstance(value, MemberMetadataValue):
         w.compact_nullable_string(value.instance_id)
@@ -239,17 +239,17 @@ def encode_consumer_value(value: ConsumerValue) -> bytes:
     elif isinstance(value, TargetEpochValue):
         w.int32(value.assignment_epoch)
         w.tagged_fields(
-            [(0, _int64(value.assignment_timestamp))] if value.assignment_timestamp else []
+            [(0, int64_bytes(value.assignment_timestamp))] if value.assignment_timestamp else []
         )
     elif isinstance(value, TargetMemberValue):
-        _write_partitions(w, value.partitions)
+        write_partitions(w, value.partitions)
         w.tagged_fields([])
     elif isinstance(value, CurrentAssignmentValue):
         w.int32(value.member_epoch)
         w.int32(value.previous_member_epoch)
         w.int8(value.state)
-        _write_partitions(w, value.assigned)
-        _write_partitions(w, value.pending_revocation)
+        write_partitions(w, value.assigned)
+        write_partitions(w, value.pending_revocation)
         w.tagged_fields([])
     else:
         w.array_len(len(value.topics), True)
@@ -319,14 +319,14 @@ def decode_consumer_value(key: ConsumerKey, data: bytes | memoryview) -> Consume
             classic,
         )
     elif key.record == TARGET_ASSIGNMENT_MEMBER:
-        value = TargetMemberValue(_read_partitions(r))
+        value = TargetMemberValue(read_partitions(r))
         r.unknown_tags()
     else:
         member_epoch = r.int32()
         previous = r.int32()
         state = r.int8()
-        assigned = _read_partitions(r)
-        pending = _read_partitions(r)
+        assigned = read_partitions(r)
+        pending = read_partitions(r)
         r.unknown_tags()
         value = CurrentAssignmentValue(member_epoch, previous, state, assigned, pending)
     return value
@@ -345,18 +345,18 @@ class LoadedConsumerGroup:
 
     def apply(self, key: ConsumerKey, value: ConsumerValue | None) -> None:
         if isinstance(key, RegexKey):
-            _put(self.regexes, key.regex, value)
+            put_or_drop(self.regexes, key.regex, value)
         elif not isinstance(key, ConsumerMemberKey):
             if key.record == GROUP_METADATA:
                 self.epoch = value if isinstance(value, GroupEpochValue) else None
             else:
                 self.target_epoch = value if isinstance(value, TargetEpochValue) else None
         elif key.record == MEMBER_METADATA:
-            _put(self.members, key.member, value)
+            put_or_drop(self.members, key.member, value)
         elif key.record == TARGET_ASSIGNMENT_MEMBER:
-            _put(self.targets, key.member, value)
+            put_or_drop(self.targets, key.member, value)
         else:
-            _put(self.current, key.member, value)
+            put_or_drop(self.current, key.member, value)
 
     @property
     def empty(self) -> bool:
@@ -367,7 +367,7 @@ class LoadedConsumerGroup:
         )
 
 
-def _put(table: Mapping[str, object], name: str, value: object) -> None:
+def put_or_drop(table: Mapping[str, object], name: str, value: object) -> None:
     assert isinstance(table, dict)
     if value is None:
         table.pop(name, None)

@@ -68,6 +68,11 @@ class GroupConfig:
     # group.consumer.migration.policy: which conversions between the classic and the consumer
     # protocols a group may go through while members are in it.
     consumer_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+    # Share groups (KIP-932): group.share.* (session timeout and heartbeat interval may be
+    # overridden per group, like the consumer group's).
+    share_session_timeout_ms: int = 45_000
+    share_heartbeat_interval_ms: int = 5_000
+    share_max_size: int = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +175,19 @@ class ConsumerHeartbeat:
 
 
 @dataclass(frozen=True, slots=True)
+class ShareHeartbeat:
+    """A ShareGroupHeartbeat (KIP-932); ``None`` fields were not sent."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: tuple[str, ...] | None
+    client_id: str
+    client_host: str
+
+
+@dataclass(frozen=True, slots=True)
 class HeartbeatResult:
     error: ErrorCode
     message: str | None = None
@@ -190,8 +208,18 @@ class StoreRecords:
     records: tuple[Record, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class InitializeShareState:
+    """Set up the share-partition state of ``partitions`` (topic id, partition) of a share
+    group at the share coordinator, then call ``share_state_initialized`` with each one's
+    outcome."""
+
+    group_id: str
+    partitions: tuple[tuple[uuid.UUID, int], ...]
+
+
 Record = tuple[Key, Value | None]
-Effect = Reply | StoreGroup | StoreRecords
+Effect = Reply | StoreGroup | StoreRecords | InitializeShareState
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,5 +246,5 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: GroupState
-    # "classic", or "consumer" for the consumer group protocol (KIP-848).
+    # "classic", "consumer" for the consumer group protocol (KIP-848), "share" (KIP-932).
     group_type: str = "classic"

@@ -13,6 +13,7 @@ from kbroker.group.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_T
 from kbroker.group.consumer_protocol import subscribed_topics
 from kbroker.group.events import Effect, GroupState, Protocols, TopicPartition
 from kbroker.group.offsets_store import OffsetValue
+from kbroker.group.share_group import ShareGroupData
 from wire.errors import DecodeError, ErrorCode
 
 
@@ -72,6 +73,8 @@ class Group:
     scheduled_ms: int | None = None
     # Set for a group of the consumer group protocol (KIP-848), whose members are there.
     consumer: ConsumerGroupData | None = None
+    # Set for a share group (KIP-932).
+    share: ShareGroupData | None = None
 
     def transition(self, state: GroupState, now: int) -> None:
         self.state = state
@@ -88,6 +91,9 @@ class Group:
         if self.consumer is not None:
             candidates.extend(self.consumer.session_deadlines.values())
             candidates.extend(self.consumer.revocation_deadlines.values())
+            candidates.extend(self.consumer.classic_deadlines.values())
+        if self.share is not None:
+            candidates.extend(self.share.session_deadlines.values())
         candidates.extend(
             d for d in (m.expiry_ms() for m in self.members.values()) if d is not None
         )

@@ -46,6 +46,8 @@ class GroupOffsets:
 
         def consumer_group_records(self, group: Group) -> list[Record]: ...
 
+        def share_group_records(self, group: Group) -> list[Record]: ...
+
     # --- offsets --------------------------------------------------------------------------
 
     def validate_commit(
@@ -256,12 +258,16 @@ class GroupOffsets:
                     records.append((OffsetKey(group_id, tp[0], tp[1]), None))
             if (
                 group.state is GroupState.EMPTY
+                # A share group keeps no offsets but its share partitions' state: it stays
+                # until deleted, as in Kafka.
+                and group.share is None
                 and not group.offsets
                 and not group.pending_txn_offsets
                 and group_id not in pending
             ):
                 del self._groups[group_id]
                 records.extend(self.consumer_group_records(group))
+                records.extend(self.share_group_records(group))
                 records.append((GroupKey(group_id), None))
         return records
 
@@ -286,6 +292,7 @@ class GroupOffsets:
             del self._groups[group_id]
             records.extend((OffsetKey(group_id, t, p), None) for t, p in group.offsets)
             records.extend(self.consumer_group_records(group))
+            records.extend(self.share_group_records(group))
             records.append((GroupKey(group_id), None))
             errors[group_id] = ErrorCode.NONE
         return errors, records
@@ -299,7 +306,7 @@ class GroupOffsets:
         """None if there is no such classic group. Member metadata and assignments are only
         shown in a Stable group, as Kafka does."""
         group = self._groups.get(group_id)
-        if group is None or group.consumer is not None:
+        if group is None or group.consumer is not None or group.share is not None:
             return None
         stable = group.state is GroupState.STABLE
         return GroupDescription(
@@ -326,7 +333,7 @@ class GroupOffsets:
                 g.group_id,
                 g.protocol_type or "",
                 g.state,
-                "classic" if g.consumer is None else "consumer",
+                "consumer" if g.consumer is not None else "share" if g.share else "classic",
             )
             for g in self._groups.values()
             if self.coordinator_error(g.group_id) is None

@@ -12,8 +12,8 @@ Keys (int16 key version first):
   Kafka writes version 1.
 - version 2, group metadata: ``group: string``.
 - versions 3 and up belong to the newer group protocols: the consumer group protocol's
-  (KIP-848) are in kbroker/group/consumer_records.py; the others (share and streams groups)
-  are skipped when loading.
+  (KIP-848) are in kbroker/group/consumer_records.py, the share groups' (KIP-932) in
+  kbroker/group/share_records.py; the streams groups' are skipped when loading.
 
 Offset commit value (int16 value version first; Kafka writes 3, or 1 when the commit carried
 an explicit expire timestamp through OffsetCommit v2-v4's retention time):
@@ -47,6 +47,19 @@ from kbroker.group.consumer_records import (
     decode_consumer_value,
     encode_consumer_key,
     encode_consumer_value,
+)
+from kbroker.group.share_records import (
+    SHARE_RECORDS,
+    SHARE_VALUE_TYPES,
+    LoadedShareGroup,
+    ShareGroupKey,
+    ShareKey,
+    ShareMemberKey,
+    ShareValue,
+    decode_share_key,
+    decode_share_value,
+    encode_share_key,
+    encode_share_value,
 )
 from wire.errors import DecodeError
 from wire.primitives import Reader, Writer
@@ -110,14 +123,16 @@ class GroupValue:
     members: tuple[MemberValue, ...] = ()
 
 
-Key = OffsetKey | GroupKey | ConsumerKey
-Value = OffsetValue | GroupValue | ConsumerValue
+Key = OffsetKey | GroupKey | ConsumerKey | ShareKey
+Value = OffsetValue | GroupValue | ConsumerValue | ShareValue
 
 
 # --- encoding ---------------------------------------------------------------------------------
 
 
 def encode_key(key: Key) -> bytes:
+    if isinstance(key, ShareGroupKey | ShareMemberKey):
+        return encode_share_key(key)
     if not isinstance(key, OffsetKey | GroupKey):
         return encode_consumer_key(key)
     w = Writer()
@@ -177,6 +192,8 @@ def encode_value(value: Value | None) -> bytes | None:
         return encode_offset_value(value)
     if isinstance(value, GroupValue):
         return encode_group_value(value)
+    if isinstance(value, SHARE_VALUE_TYPES):
+        return encode_share_value(value)
     return encode_consumer_value(value)
 
 
@@ -217,6 +234,8 @@ def decode_key(data: bytes | memoryview) -> Key | None:
         return GroupKey(r.string())
     if version < 0:
         raise DecodeError(f"negative key version {version}")
+    if version in SHARE_RECORDS:
+        return decode_share_key(version, r)
     return decode_consumer_key(version, r)
 
 
@@ -283,6 +302,8 @@ def decode_value(key: Key, data: bytes | memoryview | None) -> Value | None:
         return decode_offset_value(data)
     if isinstance(key, GroupKey):
         return decode_group_value(data)
+    if isinstance(key, ShareGroupKey | ShareMemberKey):
+        return decode_share_value(key, data)
     return decode_consumer_value(key, data)
 
 
@@ -295,6 +316,7 @@ class LoadedState:
 
     groups: dict[str, GroupValue] = field(default_factory=dict)
     consumer_groups: dict[str, LoadedConsumerGroup] = field(default_factory=dict)
+    share_groups: dict[str, LoadedShareGroup] = field(default_factory=dict)
     offsets: dict[str, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
     # Transactional offset commits whose marker has not been read yet: producer id -> group
     # -> partition -> offset.
@@ -330,7 +352,13 @@ class LoadedState:
         if key is None:
             return
         value = decode_value(key, value_bytes)
-        if not isinstance(key, OffsetKey | GroupKey):
+        if isinstance(key, ShareGroupKey | ShareMemberKey):
+            assert value is None or isinstance(value, SHARE_VALUE_TYPES)
+            share = self.share_groups.setdefault(key.group, LoadedShareGroup())
+            share.apply(key, value)
+            if share.empty:
+                del self.share_groups[key.group]
+        elif not isinstance(key, OffsetKey | GroupKey):
             assert not isinstance(value, OffsetValue | GroupValue)
             loaded = self.consumer_groups.setdefault(key.group, LoadedConsumerGroup())
             loaded.apply(key, value)

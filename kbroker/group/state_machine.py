@@ -69,6 +69,7 @@ from kbroker.group.offsets_store import (
     MemberValue,
     partition_for,
 )
+from kbroker.group.share_heartbeat import ShareGroupProtocol
 from wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -77,9 +78,9 @@ log = logging.getLogger(__name__)
 # --- the state machine ----------------------------------------------------------------------
 
 
-class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol, ProtocolMigration):
-    """Every group of the ``__consumer_offsets`` partitions this broker coordinates, classic
-    and consumer (KIP-848), and their committed offsets."""
+class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol, ProtocolMigration, ShareGroupProtocol):
+    """Every group of the ``__consumer_offsets`` partitions this broker coordinates, classic,
+    consumer (KIP-848) and share (KIP-932), and their committed offsets."""
 
     def __init__(
         self,
@@ -89,11 +90,13 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol, ProtocolMigration):
         *,
         new_uuid: Callable[[], str] = lambda: str(uuid.uuid4()),
         consumer_settings: Callable[[str], ConsumerGroupSettings] | None = None,
+        share_settings: Callable[[str], ConsumerGroupSettings] | None = None,
         topics: TopicsView | None = None,
     ) -> None:
-        """``consumer_settings``: a consumer group's session timeout and heartbeat interval
-        (the broker's group.consumer.* settings when not given); ``topics``: the cluster's
-        topics, which consumer groups subscribe to."""
+        """``consumer_settings``, ``share_settings``: a consumer or share group's session
+        timeout and heartbeat interval (the broker's group.consumer.* or group.share.*
+        settings when not given); ``topics``: the cluster's topics, which consumer and share
+        groups subscribe to."""
         self.config = config
         self._clock = clock
         self.num_offsets_partitions = num_offsets_partitions
@@ -104,6 +107,10 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol, ProtocolMigration):
         self._stores: dict[int, PendingStore] = {}
         self._next_store_id = 0
         self._init_consumer_protocol(consumer_settings, topics or NoTopics())
+        share_default = ConsumerGroupSettings(
+            config.share_session_timeout_ms, config.share_heartbeat_interval_ms
+        )
+        self._init_share_protocol(share_settings or (lambda _group_id: share_default))
 
     # --- ownership of offsets-topic partitions --------------------------------------------
 
@@ -166,6 +173,13 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol, ProtocolMigration):
                 continue
             group = Group(group_id, GroupState.EMPTY, now)
             self._load_consumer_group(group, consumer)
+            self._groups[group_id] = group
+            self._schedule(group)
+        for group_id, share in loaded.share_groups.items():
+            if self.partition_for(group_id) != partition:
+                continue
+            group = Group(group_id, GroupState.EMPTY, now)
+            self._load_share_group(group, share)
             self._groups[group_id] = group
             self._schedule(group)
         for group_id, offsets in loaded.offsets.items():
@@ -243,6 +257,9 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol, ProtocolMigration):
     def _expire(self, group: Group, now: int, effects: list[Effect]) -> None:
         if group.consumer is not None:
             self._expire_consumer(group, now, effects)
+            return
+        if group.share is not None:
+            self._expire_share(group, now, effects)
             return
         for member_id, deadline in list(group.pending_members.items()):
             if deadline <= now:

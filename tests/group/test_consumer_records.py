@@ -147,8 +147,8 @@ def test_replay_builds_each_group_and_tombstones_remove() -> None:
 
 
 def test_records_of_other_protocols_are_skipped() -> None:
-    # Type 4 (subscription metadata, retired in Kafka 4.1) and the share groups' types.
-    for record_type in (4, 9, 11, 15):
+    # Type 4 (subscription metadata, retired in Kafka 4.1) and the streams groups' types.
+    for record_type in (4, 9, 17, 20):
         key = struct.pack(">h", record_type) + b"\x00\x01g"
         assert decode_key(key) is None
     assert decode_key(encode_key(GroupKey("g"))) == GroupKey("g")
