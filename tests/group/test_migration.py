@@ -121,8 +121,8 @@ class Harness:
             group_instance_id=kw.pop("instance", None),
             client_id="classic",
             client_host="/127.0.0.1",
-            session_timeout_ms=SESSION_TIMEOUT,
-            rebalance_timeout_ms=REBALANCE_TIMEOUT,
+            session_timeout_ms=kw.pop("session_timeout", SESSION_TIMEOUT),
+            rebalance_timeout_ms=kw.pop("rebalance_timeout", REBALANCE_TIMEOUT),
             protocol_type=kw.pop("protocol_type", "consumer"),
             protocols=protocols,
             require_known_member_id=kw.pop("require_known", False),
@@ -400,6 +400,16 @@ def test_classic_member_that_does_not_rejoin_in_time_is_fenced(h: Harness) -> No
         h.heartbeat(b, generation)
     assert a not in h.group().consumer.members
     assert b in h.group().consumer.members
+
+
+def test_a_sync_that_never_comes_fences_at_the_rebalance_timeout(h: Harness) -> None:
+    # Joined with a long session and a short rebalance timeout, then silent: the group's
+    # timer fires at the sync deadline, well before the session ends.
+    h.consumer("c", 0)
+    joined = h.joined("", session_timeout=300_000, rebalance_timeout=5_000)
+    assert joined.member_id in h.group().consumer.members
+    h.tick(5_000)
+    assert joined.member_id not in h.group().consumer.members
 
 
 def test_classic_member_whose_session_ends_is_fenced(h: Harness) -> None:
