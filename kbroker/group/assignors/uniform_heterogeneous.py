@@ -13,17 +13,16 @@ Topics are visited with the most partitions per subscriber first (then fewer sub
 topic id), a member gives up its highest partition of the topic first, and every tie goes to the
 lower member index, so that without racks the result is Kafka's for members in member id order.
 
-Racks only choose among the moves balance makes anyway: in step 2 the same members receive as
-many partitions of the topic as without racks, rack_placement deciding which; a move in step 3
-hands over a partition on the receiver's rack (and preferably off the giver's) when the giver has
-one.
+Racks are not used here, as in Kafka's built-in assignors since 3.8 (KAFKA-16694): with
+different subscriptions, steering partitions to racks changes the loads the later steps see,
+and so which partitions members keep; stickiness matters more (the homogeneous builder, where
+racks can only choose among the moves balance makes anyway, uses them).
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from kbroker.group.assignors import rack_placement
 from kbroker.group.assignors.group_view import GroupView
 from kbroker.group.assignors.load_balancer import LoadBalancer
 from kbroker.group.assignors.ordering import kafka_uuid_key
@@ -62,7 +61,6 @@ class HeterogeneousBuilder:
                 for partition in partitions:
                     owners[partition] = member
                 self._sizes[member] += len(partitions)
-        self._racks = view.member_racks if view.rack_aware else None
         self._balancer = LoadBalancer(self._sizes)
 
     def build(self) -> Assignment:
@@ -100,36 +98,11 @@ class HeterogeneousBuilder:
             # Drawn before any is given: the balancer only reads the sizes of members it has
             # not reached yet, which these gifts do not change.
             receivers = [self._balancer.next_least_loaded() for _ in partitions]
-            if self._racks is not None:
-                receivers = self._by_rack(topic_id, partitions, subscribers, receivers, self._racks)
             by_member: dict[int, list[int]] = {}
             for partition, member in zip(partitions, receivers, strict=True):
                 by_member.setdefault(member, []).append(partition)
             for member, received in by_member.items():
                 self._give_all(topic_id, received, member)
-
-    def _by_rack(
-        self,
-        topic_id: TopicId,
-        partitions: list[int],
-        subscribers: list[int],
-        receivers: list[int],
-        member_racks: list[str | None],
-    ) -> list[int]:
-        """The same members receiving as many partitions each, the partitions arranged so that
-        they land on a member on one of their replicas' racks where they can."""
-        position = {member: index for index, member in enumerate(subscribers)}
-        room = [0] * len(subscribers)
-        for member in receivers:
-            room[position[member]] += 1
-        owners = rack_placement.place(
-            [self._view.partition_racks(topic_id, p) for p in partitions],
-            [member_racks[member] for member in subscribers],
-            room,
-            [False] * len(subscribers),
-            0,
-        )
-        return [subscribers[index] for index in owners]
 
     def _balance(self) -> None:
         topic_ids = self._topic_order([t for t, s in self._subscribers.items() if len(s) >= 2])
@@ -168,42 +141,12 @@ class HeterogeneousBuilder:
             if balancer.balanced():
                 break
             last = end[giver] - 1
-            if self._racks is not None:
-                receiver_rack, giver_rack = self._racks[receiver], self._racks[giver]
-                chosen = self._rack_preferred(
-                    topic_id, ordered[start[giver] : last + 1], receiver_rack, giver_rack
-                )
-                # Moved to the end of the giver's group, the others keeping their order.
-                ordered.insert(last, ordered.pop(start[giver] + chosen))
             end[giver] = last
             partition = ordered[last]
             self._take(topic_id, partition, giver)
             self._give(topic_id, partition, receiver)
             moved += 1
         return moved
-
-    def _rack_preferred(
-        self,
-        topic_id: TopicId,
-        candidates: list[int],
-        receiver_rack: str | None,
-        giver_rack: str | None,
-    ) -> int:
-        """Which of the giver's partitions (the index in candidates) to hand over: the last on
-        the receiver's rack and off the giver's, else the last on the receiver's rack, else the
-        last."""
-        last = len(candidates) - 1
-        if receiver_rack is None:
-            return last
-        on_receiver_rack: int | None = None
-        for index in range(last, -1, -1):
-            racks = self._view.partition_racks(topic_id, candidates[index])
-            if receiver_rack in racks:
-                if giver_rack not in racks:
-                    return index
-                if on_receiver_rack is None:
-                    on_receiver_rack = index
-        return last if on_receiver_rack is None else on_receiver_rack
 
     def _give_all(self, topic_id: TopicId, partitions: list[int], member: int) -> None:
         """_give for many partitions of one topic, with one lookup of the topic id."""
