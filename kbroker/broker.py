@@ -74,6 +74,7 @@ from kbroker.server.connection_quotas import (
 )
 from kbroker.server.listener import KafkaServer
 from kbroker.server.memory_pool import MemoryPool
+from kbroker.share.manager import SharePartitionManager
 from kbroker.telemetry.service import ClientTelemetry
 from kbroker.txn.coordinator import TransactionCoordinator
 from kbroker.txn.verification import TxnVerifier
@@ -200,6 +201,8 @@ class Broker:
         )
         self.dispatcher = Dispatcher(self)
         self.group_coordinator = GroupCoordinator(self)
+        # Share groups' partitions this broker leads, and their consumers' share sessions.
+        self.share_partitions = SharePartitionManager(self)
         self.txn_coordinator = TransactionCoordinator(self)
         self.txn_verifier = TxnVerifier(self)
         self.features = DEFAULT_FINALIZED
@@ -306,6 +309,7 @@ class Broker:
         self.metadata.add_listener(self._on_topic_change)
         # After the topics are hosted: creates __consumer_offsets and loads its partitions.
         await self.group_coordinator.start()
+        await self.share_partitions.start()
         await self.txn_coordinator.start()
         for name, host, port in self.config.listeners:
             self.ports[name] = await self.server.start(
@@ -347,6 +351,7 @@ class Broker:
         # First, so JoinGroup/SyncGroup requests parked in the coordinator are answered
         # (NOT_COORDINATOR) and their connections can finish.
         await self.group_coordinator.stop()
+        await self.share_partitions.stop()
         await self.txn_coordinator.stop()
         await self.txn_verifier.close()
         await self.server.close()

@@ -425,6 +425,7 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.share.min.partition.max.record.locks", INT, "100", min=100),
     ConfigDef("group.share.max.partition.max.record.locks", INT, "4000", min=100),
     ConfigDef("group.share.max.size", INT, "200", min=1),
+    ConfigDef("group.share.max.share.sessions", INT, "2000", min=1),
     # Streams groups (KIP-1071) are not served; their settings bound the GROUP resource.
     ConfigDef("group.streams.session.timeout.ms", INT, "45000", min=1),
     ConfigDef("group.streams.min.session.timeout.ms", INT, "45000", min=1),

@@ -37,6 +37,8 @@ from kbroker.handlers import (
     produce,
     reassignments,
     scram_users,
+    share_fetch,
+    share_groups,
     telemetry,
     transactions,
     write_txn_markers,
@@ -95,6 +97,11 @@ HANDLERS.update(
         ApiKey.OFFSET_DELETE: offsets.handle_offset_delete,
         ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.handle_consumer_group_heartbeat,
         ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.handle_consumer_group_describe,
+        # Share groups (KIP-932).
+        ApiKey.SHARE_GROUP_HEARTBEAT: share_groups.handle_share_group_heartbeat,
+        ApiKey.SHARE_GROUP_DESCRIBE: share_groups.handle_share_group_describe,
+        ApiKey.SHARE_FETCH: share_fetch.handle_share_fetch,
+        ApiKey.SHARE_ACKNOWLEDGE: share_fetch.handle_share_acknowledge,
     }
 )
 # Served only when group.coordinator.rebalance.protocols lists their protocol (KIP-848): a

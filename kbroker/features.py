@@ -17,10 +17,11 @@ TRANSACTION_VERSION = "transaction.version"
 # Feature -> (lowest, highest) level this broker implements.
 SUPPORTED: dict[str, tuple[int, int]] = {
     TRANSACTION_VERSION: (0, 2),
-    # KIP-848 (the consumer group protocol), KIP-932 (share groups), KIP-1071 (streams groups)
-    # and KIP-966 (eligible leader replicas): not implemented yet.
-    "group.version": (0, 0),
-    "share.version": (0, 0),
+    # KIP-848: the consumer group protocol.
+    "group.version": (0, 1),
+    # KIP-932: share groups.
+    "share.version": (0, 1),
+    # KIP-1071 (streams groups) and KIP-966 (eligible leader replicas): not implemented yet.
     "streams.version": (0, 0),
     "eligible.leader.replicas.version": (0, 0),
 }

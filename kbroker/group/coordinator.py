@@ -47,12 +47,14 @@ from kbroker.group.events import (
     GroupDescription,
     GroupListing,
     HeartbeatResult,
+    InitializeShareState,
     JoinRequest,
     JoinResult,
     LeaveResult,
     MigrationPolicy,
     Record,
     Reply,
+    ShareHeartbeat,
     StoreRecords,
     SyncRequest,
     SyncResult,
@@ -68,6 +70,7 @@ from kbroker.group.offsets_store import (
     encode_value,
     partition_for,
 )
+from kbroker.group.share_heartbeat import ShareGroupDescription
 from kbroker.group.state_machine import GroupStateMachine
 from kbroker.group.topics_view import MetadataTopics
 from kbroker.state_topic import (
@@ -182,6 +185,9 @@ def group_config(broker: Broker) -> GroupConfig:
         consumer_max_size=config.get("group.consumer.max.size"),
         consumer_assignors=_assignor_names(config.get("group.consumer.assignors")),
         consumer_migration_policy=MigrationPolicy(config.get("group.consumer.migration.policy")),
+        share_session_timeout_ms=config.get("group.share.session.timeout.ms"),
+        share_heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
+        share_max_size=config.get("group.share.max.size"),
     )
 
 
@@ -210,6 +216,7 @@ class GroupCoordinator:
             config.offsets_topic_num_partitions,
             topics=self.topics,
             consumer_settings=self._consumer_settings,
+            share_settings=self._share_settings,
         )
         self._waiters: dict[int, asyncio.Future[Result]] = {}
         self._next_token = 0
@@ -221,6 +228,16 @@ class GroupCoordinator:
         self._store_tasks: set[asyncio.Task[None]] = set()
         # OffsetCommits written but not applied yet, by group.
         self._pending_commits: dict[str, list[_PendingCommit]] = {}
+
+    def _share_settings(self, group_id: str) -> ConsumerGroupSettings:
+        """A share group's session timeout and heartbeat interval: its GROUP configs, else the
+        broker's group.share.* settings."""
+        overrides = self._broker.metadata.group_configs().get(group_id, {})
+        value = self._broker.config.get
+        return ConsumerGroupSettings(
+            group_configs.effective("share.session.timeout.ms", overrides, value),
+            group_configs.effective("share.heartbeat.interval.ms", overrides, value),
+        )
 
     def _consumer_settings(self, group_id: str) -> ConsumerGroupSettings:
         """A consumer group's session timeout and heartbeat interval: its GROUP configs, else
@@ -307,6 +324,9 @@ class GroupCoordinator:
                 if waiter is not None and not waiter.done():
                     waiter.set_result(effect.result)
                 continue
+            if isinstance(effect, InitializeShareState):
+                self._spawn(self._initialize_share_state(effect))
+                continue
             if isinstance(effect, StoreRecords):
                 records = list(effect.records)
                 stored = self.core.records_stored
@@ -319,6 +339,17 @@ class GroupCoordinator:
             else:
                 self._spawn(self._finish_store(effect.store_id, write, stored))
         self._wake.set()
+
+    async def _initialize_share_state(self, effect: InitializeShareState) -> None:
+        """Set up share-partition state at the share coordinator (state epoch 0, start
+        offset -1: the leader applies share.auto.offset.reset), then tell the core."""
+        requests = [(topic_id, partition, 0, -1) for topic_id, partition in effect.partitions]
+        try:
+            outcome = await self._broker.share_persister.initialize(effect.group_id, requests)
+        except Exception:
+            log.exception("initializing share partitions of group %s failed", effect.group_id)
+            outcome = dict.fromkeys(effect.partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        self._perform(self.core.share_state_initialized(effect.group_id, outcome))
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -454,6 +485,18 @@ class GroupCoordinator:
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
         return self.core.describe_consumer_group(group_id)
+
+    async def share_heartbeat(self, req: ShareHeartbeat) -> HeartbeatResult:
+        """ShareGroupHeartbeat (KIP-932): answered once the group's records are stored."""
+        token = self._token()
+        effects = self.core.share_heartbeat(token, req)
+        bound = self._broker.config.get("offsets.commit.timeout.ms")
+        result = await self._wait(token, effects, bound)
+        assert isinstance(result, HeartbeatResult)
+        return result
+
+    def describe_share_group(self, group_id: str) -> ShareGroupDescription:
+        return self.core.describe_share_group(group_id)
 
     def heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
@@ -631,8 +674,23 @@ class GroupCoordinator:
             return stored, {}
         return error, errors
 
-    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
-        errors, records = self.core.delete_groups(group_ids)
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        """DeleteGroups; a share group's share-partition state is deleted first (KIP-932),
+        and the group stays if that fails."""
+        failed: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            partitions = (
+                self.core.share_partitions(group_id)
+                if self.core.is_empty_share_group(group_id)
+                else []
+            )
+            if partitions:
+                outcome = await self._broker.share_persister.delete(group_id, partitions)
+                errors_seen = [e for e in outcome.values() if e != ErrorCode.NONE]
+                if errors_seen:
+                    failed[group_id] = errors_seen[0]
+        errors, records = self.core.delete_groups([g for g in group_ids if g not in failed])
+        errors.update(failed)
         # Commits still waiting for their ISR precede these tombstones in the log: delete
         # their partitions too, or a reload would bring them back.
         deleted = {key.group for key, _ in records if isinstance(key, GroupKey)}

@@ -297,6 +297,11 @@ class GroupOffsets:
             errors[group_id] = ErrorCode.NONE
         return errors, records
 
+    def is_empty_share_group(self, group_id: str) -> bool:
+        """Whether the group is a share group without members (DeleteGroups may take it)."""
+        group = self._groups.get(group_id)
+        return group is not None and group.share is not None and not group.share.members
+
     def is_consumer_group(self, group_id: str) -> bool:
         """Whether the group uses the consumer group protocol (KIP-848)."""
         group = self._groups.get(group_id)

@@ -321,7 +321,7 @@ async def handle_delete_groups(
     errors = dict.fromkeys(refused, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     allowed = [g for g in names if g not in errors]
     if allowed:
-        errors.update(broker.group_coordinator.delete_groups(allowed))
+        errors.update(await broker.group_coordinator.delete_groups(allowed))
     return DeleteGroupsResponse(
         results=[
             DeletableGroupResult(group_id=group_id, error_code=errors[group_id])

@@ -1,0 +1,221 @@
+"""Share groups through the wire against an in-process broker (KIP-932): ShareGroupHeartbeat
+until the partitions are assigned, ShareFetch and ShareAcknowledge with share sessions, as
+Kafka 4.3 answered the same requests (../shared/kafka-4.3)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from confluent_kafka import Producer
+
+from kbroker.broker import Broker
+from kbroker.client import BrokerConnection
+from tests.group.conftest import connect
+from wire.api_keys import ApiKey
+from wire.errors import ErrorCode as E
+from wire.messages.share_acknowledge_request import (
+    AcknowledgementBatch,
+    AcknowledgePartition,
+    AcknowledgeTopic,
+    ShareAcknowledgeRequest,
+)
+from wire.messages.share_fetch_request import AcknowledgementBatch as FetchAck
+from wire.messages.share_fetch_request import FetchPartition, FetchTopic, ShareFetchRequest
+from wire.messages.share_group_describe_request import ShareGroupDescribeRequest
+from wire.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from wire.records.batch import iter_batches
+
+TOPIC = "shared"
+GROUP = "sg"
+
+
+class Member:
+    def __init__(self, conn: BrokerConnection, topic_id: uuid.UUID) -> None:
+        self.conn, self.topic_id = conn, topic_id
+        self.member_id, self.epoch, self.session = str(uuid.uuid4()), 0, 0
+
+    async def join(self) -> list[int]:
+        for _ in range(100):
+            response = await self.conn.call(
+                ApiKey.SHARE_GROUP_HEARTBEAT,
+                1,
+                ShareGroupHeartbeatRequest(
+                    group_id=GROUP,
+                    member_id=self.member_id,
+                    member_epoch=self.epoch,
+                    subscribed_topic_names=[TOPIC] if self.epoch == 0 else None,
+                ),
+            )
+            assert response.error_code == 0, response.error_message
+            self.epoch = response.member_epoch
+            if response.assignment is not None and response.assignment.topic_partitions:
+                return list(response.assignment.topic_partitions[0].partitions)
+            await asyncio.sleep(0.05)
+        raise AssertionError("never assigned")
+
+    async def fetch(self, acks: list[FetchAck] | None = None, **kw: Any) -> Any:
+        request = ShareFetchRequest(
+            group_id=GROUP,
+            member_id=self.member_id,
+            share_session_epoch=self.session,
+            max_wait_ms=kw.pop("wait", 100),
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=kw.pop("max_records", 500),
+            batch_size=500,
+            share_acquire_mode=kw.pop("mode", 0),
+            topics=[
+                FetchTopic(
+                    topic_id=self.topic_id,
+                    partitions=[
+                        FetchPartition(partition_index=0, acknowledgement_batches=acks or [])
+                    ],
+                )
+            ]
+            if self.session == 0 or acks
+            else [],
+        )
+        assert not kw
+        response = await self.conn.call(ApiKey.SHARE_FETCH, 2, request)
+        self.session += 1
+        return response
+
+    async def ack(self, first: int, last: int, types: list[int], renew: bool = False) -> Any:
+        request = ShareAcknowledgeRequest(
+            group_id=GROUP,
+            member_id=self.member_id,
+            share_session_epoch=self.session,
+            is_renew_ack=renew,
+            topics=[
+                AcknowledgeTopic(
+                    topic_id=self.topic_id,
+                    partitions=[
+                        AcknowledgePartition(
+                            partition_index=0,
+                            acknowledgement_batches=[
+                                AcknowledgementBatch(
+                                    first_offset=first, last_offset=last, acknowledge_types=types
+                                )
+                            ],
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await self.conn.call(ApiKey.SHARE_ACKNOWLEDGE, 2, request)
+        self.session += 1
+        return response
+
+
+def acquired(response: Any) -> list[tuple[int, int, int]]:
+    return [
+        (a.first_offset, a.last_offset, a.delivery_count)
+        for t in response.responses
+        for p in t.partitions
+        for a in p.acquired_records
+    ]
+
+
+def ack_errors(response: Any) -> list[tuple[int, str | None]]:
+    return [(p.error_code, p.error_message) for t in response.responses for p in t.partitions]
+
+
+async def setup(broker: Broker, records: int) -> uuid.UUID:
+    await broker.metadata.create_topic(TOPIC, 1, 1)
+    await broker.metadata.set_group_configs(GROUP, {"share.auto.offset.reset": "earliest"})
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{broker.port}", "linger.ms": 50})
+    for i in range(records):
+        producer.produce(TOPIC, f"v{i}".encode())
+    assert await asyncio.to_thread(producer.flush, 30) == 0
+    info = broker.metadata.topic(TOPIC)
+    assert info is not None
+    return info.topic_id
+
+
+async def test_kafka_43_sequence_of_fetches_and_acknowledgements(share_broker: Broker) -> None:
+    topic_id = await setup(share_broker, 10)
+    conn = await connect(share_broker)
+    a = Member(conn, topic_id)
+    assert await a.join() == [0]
+    first = await a.fetch(max_records=5)
+    assert first.acquisition_lock_timeout_ms == 30_000
+    assert acquired(first) == [(0, 9, 1)]
+    records = bytes(first.responses[0].partitions[0].records)
+    assert sum(h.records_count for _, h in iter_batches(records)) == 10
+    # Nothing new: an incremental fetch answers no partition.
+    assert (await a.fetch()).responses == []
+    again = await a.fetch(
+        [FetchAck(first_offset=0, last_offset=4, acknowledge_types=[1, 1, 2, 3, 0])]
+    )
+    assert acquired(again) == [(2, 2, 2)]
+    past = await a.ack(100, 100, [1])
+    assert ack_errors(past) == [
+        (
+            E.INVALID_REQUEST,
+            "Batch record not found. The first offset in request is past acquired records.",
+        )
+    ]
+    bad = await Member(conn, topic_id).fetch()
+    assert bad.error_code == 0
+    wrong_epoch = await a.conn.call(
+        ApiKey.SHARE_FETCH,
+        2,
+        ShareFetchRequest(group_id=GROUP, member_id=a.member_id, share_session_epoch=9),
+    )
+    assert (wrong_epoch.error_code, wrong_epoch.acquisition_lock_timeout_ms) == (
+        E.INVALID_SHARE_SESSION_EPOCH,
+        0,
+    )
+    closed = await a.conn.call(
+        ApiKey.SHARE_ACKNOWLEDGE,
+        2,
+        ShareAcknowledgeRequest(group_id=GROUP, member_id=a.member_id, share_session_epoch=-1),
+    )
+    assert closed.error_code == 0
+    a.session = 0
+    reopened = await a.fetch(max_records=20)
+    assert acquired(reopened) == [(2, 2, 3), (5, 9, 2)]
+
+
+async def test_only_the_owner_acknowledges_and_renew_needs_the_flag(share_broker: Broker) -> None:
+    topic_id = await setup(share_broker, 6)
+    conn = await connect(share_broker)
+    a, b = Member(conn, topic_id), Member(conn, topic_id)
+    await a.join()
+    await b.join()
+    assert acquired(await a.fetch()) == [(0, 5, 1)]
+    assert acquired(await b.fetch()) == []
+    assert ack_errors(await b.ack(0, 0, [1])) == [
+        (E.INVALID_RECORD_STATE, "Member is not the owner of offset")
+    ]
+    assert ack_errors(await a.ack(2, 2, [4], renew=True)) == [(0, None)]
+    assert ack_errors(await a.ack(3, 3, [4])) == [(E.INVALID_REQUEST, None)]
+    assert ack_errors(await a.ack(2, 5, [1])) == [(0, None)]
+    assert ack_errors(await a.ack(2, 2, [1])) == [
+        (E.INVALID_RECORD_STATE, "The offset cannot be acknowledged. The offset is not acquired.")
+    ]
+    # What is acknowledged is stored before the answer.
+    state = next(iter(share_broker.share_persister.states.values()))
+    assert state.start_offset == 0
+    assert [(s.first_offset, s.last_offset, s.delivery_state) for s in state.batches] == [
+        (0, 1, 0),
+        (2, 5, 2),
+    ]
+
+
+async def test_describe_and_record_limit_mode(share_broker: Broker) -> None:
+    topic_id = await setup(share_broker, 10)
+    conn = await connect(share_broker)
+    a = Member(conn, topic_id)
+    await a.join()
+    assert acquired(await a.fetch(max_records=3, mode=1)) == [(0, 2, 1)]
+    described = await conn.call(
+        ApiKey.SHARE_GROUP_DESCRIBE, 1, ShareGroupDescribeRequest(group_ids=[GROUP, "nope"])
+    )
+    group, missing = described.groups
+    assert (group.error_code, group.group_state, group.assignor_name) == (0, "Stable", "simple")
+    assert [m.member_id for m in group.members] == [a.member_id]
+    assert group.members[0].assignment.topic_partitions[0].topic_name == TOPIC
+    assert missing.error_code == E.GROUP_ID_NOT_FOUND
