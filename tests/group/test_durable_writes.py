@@ -283,7 +283,7 @@ async def test_group_deleted_while_a_commit_waits_keeps_only_later_commits(
     _add_lagging_follower(partition)
     before = asyncio.create_task(_commit(broker, 2))
     await asyncio.sleep(0.05)
-    assert broker.group_coordinator.delete_groups([GROUP]) == {GROUP: ErrorCode.NONE}
+    assert await broker.group_coordinator.delete_groups([GROUP]) == {GROUP: ErrorCode.NONE}
     after = asyncio.create_task(_commit(broker, 3, partition=1))
     await asyncio.sleep(0.05)
     _follower_catches_up(partition)
