@@ -1,6 +1,6 @@
-"""The console's actions (POST handlers), served only when it was started with
-``--allow-writes``; otherwise each answers 403 and the pages show no forms. Every form
-carries the CSRF token the middleware checks (kbroker.console.app). On a secured cluster the
+"""The console's actions (POST handlers). The middleware (kbroker.console.app) lets them run
+only when the console was started with ``--allow-writes`` (403 otherwise, and the pages show
+no forms) and the form carries the session's CSRF token. On a secured cluster the
 broker's ACLs decide for the console's principal, and a refusal is shown as the broker's
 error.
 
@@ -11,7 +11,6 @@ page posts the same choice again with ``execute`` to apply it.
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -23,24 +22,7 @@ from kbroker.cli.ops.admin import OpsError
 from kbroker.client_core.partitioner import partition_for_key
 from kbroker.console.context import console_of, render
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 RESET_KINDS = ("earliest", "latest", "offset", "timestamp")
-
-
-def _writable(handler: Handler) -> Handler:
-    async def guarded(request: web.Request) -> web.StreamResponse:
-        if not console_of(request).allow_writes:
-            return render(
-                request,
-                "error.html",
-                status=403,
-                status_code=403,
-                message="This console is read-only: start it with --allow-writes to change "
-                "the cluster.",
-            )
-        return await handler(request)
-
-    return guarded
 
 
 def _text(form: Any, name: str, *, required: bool = True) -> str:
@@ -75,7 +57,6 @@ def parse_pairs(text: str) -> dict[str, str]:
     return pairs
 
 
-@_writable
 async def create_topic(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     name = _text(form, "name")
@@ -88,7 +69,6 @@ async def create_topic(request: web.Request) -> web.StreamResponse:
     raise web.HTTPSeeOther(f"/topics/{quote(name)}")
 
 
-@_writable
 async def delete_topic(request: web.Request) -> web.StreamResponse:
     name = request.match_info["topic"]
     form = await request.post()
@@ -98,7 +78,6 @@ async def delete_topic(request: web.Request) -> web.StreamResponse:
     raise web.HTTPSeeOther("/topics")
 
 
-@_writable
 async def alter_configs(request: web.Request) -> web.StreamResponse:
     name = request.match_info["topic"]
     form = await request.post()
@@ -110,7 +89,6 @@ async def alter_configs(request: web.Request) -> web.StreamResponse:
     raise web.HTTPSeeOther(f"/topics/{quote(name)}#configs")
 
 
-@_writable
 async def produce(request: web.Request) -> web.StreamResponse:
     name = request.match_info["topic"]
     form = await request.post()
@@ -139,7 +117,6 @@ async def produce(request: web.Request) -> web.StreamResponse:
     raise web.HTTPSeeOther(f"/topics/{quote(name)}/messages?{query}")
 
 
-@_writable
 async def reset_offsets(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     group_id = _text(form, "id")

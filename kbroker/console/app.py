@@ -61,6 +61,12 @@ async def security_middleware(request: web.Request, handler: Handler) -> web.Str
         session = CsrfTokens.new_session()
     request["session"] = session
     if request.method not in ("GET", "HEAD"):
+        if not console.allow_writes:
+            return _error(
+                request,
+                403,
+                "This console is read-only: start it with --allow-writes to change the cluster.",
+            )
         form = await request.post()
         token = form.get("csrf_token")
         if new_session or not isinstance(token, str) or not console.tokens.valid(session, token):
