@@ -94,7 +94,9 @@ async def security_middleware(request: web.Request, handler: Handler) -> web.Str
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["X-Frame-Options"] = "DENY"
-    response.headers["Referrer-Policy"] = "no-referrer"
+    # same-origin, not no-referrer: with no-referrer browsers send "Origin: null" on form posts,
+    # and the origin check above needs the real one.
+    response.headers["Referrer-Policy"] = "same-origin"
     response.headers.setdefault("Cache-Control", "no-store")
     if new_session and isinstance(response, web.Response | web.HTTPException):
         response.set_cookie(
