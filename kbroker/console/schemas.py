@@ -172,7 +172,10 @@ class RegistryClient:
 
     def __init__(self, url: str, auth: tuple[str, str] | None = None, ssl: Any = None) -> None:
         self._url = url.rstrip("/")
-        self._auth = aiohttp.BasicAuth(*auth) if auth else None
+        self._headers: dict[str, str] = {}
+        if auth is not None:
+            credentials = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+            self._headers["Authorization"] = f"Basic {credentials}"
         self._ssl = ssl
         self._schemas: dict[int, RegisteredSchema] = {}
         self._session: aiohttp.ClientSession | None = None
@@ -184,7 +187,8 @@ class RegistryClient:
     async def _get(self, path: str) -> Any:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                auth=self._auth, timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS)
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS),
             )
         try:
             async with self._session.get(self._url + path, ssl=self._ssl) as response:
