@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import ssl
 import sys
@@ -196,7 +197,9 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--assets",
+        default=os.environ.get("KBROKER_CONSOLE_ASSETS"),
         metavar="DIR",
-        help="node_modules of the charting library (default: build/console-web/node_modules)",
+        help="where the charting library's package is (uplot/dist/...); default "
+        "$KBROKER_CONSOLE_ASSETS, else build/console-web/node_modules of the checkout",
     )
     parser.set_defaults(func=_run)

@@ -3,6 +3,7 @@ and driving Debian's Chromium with Playwright."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import selectors
 import shutil
@@ -10,10 +11,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -21,8 +23,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from compat_tests.broker_process import REPO_ROOT
 from compat_tests.support import require
 
+T = TypeVar("T")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CONSOLE_START_SECONDS = 30.0
+
+
+def off_the_loop(call: Callable[[], T]) -> T:
+    """``call()`` in a thread of its own: Playwright's sync API keeps an event loop running in
+    the test's thread, where ``asyncio.run`` (the project's clients, Kafka's launchers)
+    cannot run."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(call).result()
 
 
 @dataclass
