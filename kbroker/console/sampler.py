@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 # kbroker's per-topic byte counters (kbroker/metrics.py), charted as rates.
 TOPIC_COUNTERS = ("kbroker_bytes_in_total", "kbroker_bytes_out_total")
 METRICS_TIMEOUT_SECONDS = 5.0
+# Log dir sizes and open transactions are read at every SLOW_EVERY-th sample, and at least
+# every SLOW_SECONDS.
+SLOW_EVERY = 6
+SLOW_SECONDS = 60.0
 
 
 @dataclass
@@ -64,7 +68,8 @@ class Sampler:
         self.snapshot = Snapshot()
         self._clock = clock
         self._session: aiohttp.ClientSession | None = None
-        self.sampled = asyncio.Event()
+        self._count = 0
+        self._slow_time = 0.0
 
     async def run(self) -> None:
         while True:
@@ -74,7 +79,6 @@ class Sampler:
             except (KafkaError, OSError, TimeoutError, ConnectionError) as exc:
                 self.snapshot.error = f"{type(exc).__name__}: {exc}"
                 log.warning("sampling the cluster failed: %s", self.snapshot.error)
-            self.sampled.set()
             await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
 
     async def close(self) -> None:
@@ -111,14 +115,20 @@ class Sampler:
                 except KafkaError:
                     continue
         self.store.record_lag(now, committed, ends)
-        replicas, _ = await describe_log_dirs(client, None)
-        sizes: dict[str, int] = {}
-        for r in replicas:
-            if not r.future:
-                sizes[r.topic] = sizes.get(r.topic, 0) + r.size
-        open_now = await transactions.open_transactions(client)
-        max_timeout = await transactions.max_transaction_timeout_ms(client)
-        hanging = transactions.hanging(open_now.found, int(now * 1000), max_timeout)
+        sizes, hanging = self.snapshot.topic_bytes, self.snapshot.hanging
+        if self._count % SLOW_EVERY == 0 or now - self._slow_time >= SLOW_SECONDS:
+            # Every partition's size on every broker, and every partition's open transactions:
+            # the dearest questions, asked at most once a minute.
+            replicas, _ = await describe_log_dirs(client, None)
+            sizes = {}
+            for r in replicas:
+                if not r.future:
+                    sizes[r.topic] = sizes.get(r.topic, 0) + r.size
+            open_now = await transactions.open_transactions(client)
+            max_timeout = await transactions.max_transaction_timeout_ms(client)
+            hanging = transactions.hanging(open_now.found, int(now * 1000), max_timeout)
+            self._slow_time = now
+        self._count += 1
         await self._sample_metrics(now)
         self.store.prune(now)
         self.snapshot = Snapshot(
