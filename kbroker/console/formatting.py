@@ -14,12 +14,13 @@ def format_timestamp(ms: int | float | None) -> str:
 def format_size(size: int | float | None) -> str:
     if size is None:
         return "-"
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+    if size < 1024:
+        return f"{size:.0f} B"
+    value, units = size / 1024, ["KiB", "MiB", "GiB", "TiB"]
+    while value >= 1024 and len(units) > 1:
         value /= 1024
-    return f"{value:.1f} TiB"
+        units.pop(0)
+    return f"{value:.1f} {units[0]}"
 
 
 def format_rate(rate: float | None) -> str:

@@ -67,9 +67,6 @@ class SampleStore:
         points = self._series.get(key)
         return points[-1][1] if points else None
 
-    def keys(self, prefix: str) -> list[str]:
-        return sorted(k for k in self._series if k.startswith(prefix))
-
     def record_end_offsets(self, now: float, ends: Mapping[TopicPartition, int]) -> None:
         """Per-topic records per second since the previous sample."""
         if self._ends_time is not None and now > self._ends_time:

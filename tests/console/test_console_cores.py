@@ -12,6 +12,7 @@ from google.protobuf import timestamp_pb2
 
 from kbroker.console import samples
 from kbroker.console.auth import CsrfTokens, basic_user
+from kbroker.console.formatting import format_rate, format_size, format_timestamp
 from kbroker.console.prometheus import counters_by_label
 from kbroker.console.record_view import MAX_SHOWN_BYTES, schema_framed, show
 from kbroker.console.schemas import AVRO, PROTOBUF, RegisteredSchema, decode, protobuf_indexes
@@ -47,7 +48,7 @@ def test_series_keep_an_hour_and_vanished_ones_are_dropped() -> None:
     assert store.series("x") == [(3000.0, 2), (3700.0, 3)]
     store.prune(3700.0)
     assert store.series("y") == []
-    assert store.keys("") == ["x"]
+    assert store.latest("x") == 3
 
 
 def test_counter_rates_survive_a_broker_restart() -> None:
@@ -129,3 +130,12 @@ def test_basic_auth_and_csrf_tokens() -> None:
     assert not tokens.valid(session, tokens.token(tokens.new_session()))
     assert not tokens.valid(session, None)
     assert not CsrfTokens().valid(session, tokens.token(session))
+
+
+def test_sizes_rates_and_times_as_pages_show_them() -> None:
+    assert [format_size(s) for s in (None, 1023, 1536, 5 * 1024**3)] == [
+        "-", "1023 B", "1.5 KiB", "5.0 GiB",
+    ]  # fmt: skip
+    assert [format_rate(r) for r in (None, 2.25, 12345.6)] == ["-", "2.2/s", "12,346/s"]
+    assert format_timestamp(1_700_000_000_123) == "2023-11-14 22:13:20.123Z"
+    assert format_timestamp(-1) == "-"
