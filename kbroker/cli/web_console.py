@@ -21,12 +21,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kbroker import logfmt
 from kbroker.cli.ops.admin import OpsError, parse_bootstrap
 from kbroker.cli.ops.output import DEFAULT_BOOTSTRAP, EXIT_FAILED, EXIT_OK
 from kbroker.client_core.security import SecurityConfigError, security_config
 from kbroker.config import ConfigError, load_properties
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -125,6 +127,9 @@ async def _serve(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from kbroker.console.auth import AuthConfigError
 
+    # Warnings (a sample of the cluster that failed) with a time, as the broker logs; the
+    # address line stays alone on stdout.
+    logfmt.configure("WARNING", LOG_FORMAT)
     try:
         return asyncio.run(_serve(args))
     except (OpsError, ConfigError, SecurityConfigError, AuthConfigError) as exc:
