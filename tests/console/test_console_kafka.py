@@ -1,10 +1,14 @@
 """The console's pages against Apache Kafka 3.9 (ZooKeeper mode) and 4.3 (KRaft), each with
 a topic, records and a group: the console speaks only the protocol, so what kbroker shows
-it shows for them too (4.3 also with a consumer group of the KIP-848 protocol)."""
+it shows for them too (4.3 also with a consumer group of the KIP-848 protocol and a share
+group, KIP-932)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,11 +16,16 @@ from typing import Any
 import pytest
 
 from compat_tests.broker_process import BrokerProcess
-from compat_tests.kafka_process import KafkaProcess, kafka_available
+from compat_tests.kafka_process import (
+    KAFKA43_BIN,
+    KafkaProcess,
+    KRaftKafkaProcess,
+    kafka43_available,
+    kafka_available,
+)
 from compat_tests.support import require
 from compat_tests.zookeeper_process import ZooKeeperProcess, java_available
 from kbroker.client import KafkaClient, parse_address
-from tests.console.kafka43 import Kafka43Process, kafka43_available
 from tests.console.pages import every_page, load
 from tests.console.support import (
     ConsoleProcess,
@@ -32,6 +41,8 @@ pytestmark = pytest.mark.slow
 TOPIC = "orders"
 GROUP = "billing"
 CONSUMER_GROUP = "billing-848"
+SHARE_GROUP = "billing-shared"
+SHARE_CONSUMER = KAFKA43_BIN / "kafka-console-share-consumer.sh"
 
 
 async def _coordinator_ready(bootstrap: str, group: str) -> None:
@@ -39,6 +50,32 @@ async def _coordinator_ready(bootstrap: str, group: str) -> None:
     # client retries that, librdkafka's synchronous commit does not.
     async with KafkaClient([parse_address(bootstrap)], timeout=60) as client:
         await client.committed(group)
+
+
+def share_group(bootstrap: str, work: Path) -> None:
+    """A share group (KIP-932) that has acknowledged records: Kafka 4.3's console share
+    consumer reads 3 records (a share group starts at the latest offset, so records are
+    produced until it has read them) and exits."""
+    with open(work / "share-consumer.out", "wb") as out:
+        consumer_process = subprocess.Popen(
+            [
+                str(SHARE_CONSUMER), "--bootstrap-server", bootstrap, "--topic", TOPIC,
+                "--group", SHARE_GROUP, "--max-messages", "3", "--timeout-ms", "90000",
+            ],
+            env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while consumer_process.poll() is None:
+                assert time.monotonic() < deadline, (work / "share-consumer.out").read_text()
+                produce(bootstrap, TOPIC, [b"for-the-share-group"], partition=1)
+                time.sleep(1)
+        finally:
+            if consumer_process.poll() is None:
+                consumer_process.kill()
+            consumer_process.wait()
 
 
 def seed(bootstrap: str, kip848: bool) -> None:
@@ -73,7 +110,7 @@ def cluster(
             zookeeper.stop()
         return
     require(kafka43_available(), "Apache Kafka 4.3 is missing from ../shared/kafka-4.3")
-    kafka = Kafka43Process(work / "kafka43")
+    kafka = KRaftKafkaProcess(work / "kafka43")
     try:
         off_the_loop(kafka.start)
         yield request.param, kafka
@@ -85,6 +122,8 @@ def cluster(
 def console(cluster: tuple[str, BrokerProcess]) -> Iterator[ConsoleProcess]:
     label, kafka = cluster
     seed(kafka.bootstrap, kip848=label == "kafka43")
+    if label == "kafka43":
+        share_group(kafka.bootstrap, kafka.work_dir)
     with console_process(kafka.bootstrap) as running:
         yield running
 
@@ -107,5 +146,12 @@ def test_every_page_loads_with_data(
             assert page.locator("h1 .tag").inner_text() == "consumer"
             assert page.locator("#lag tbody tr").count() >= 1
             screenshot(page, f"{label}-consumer-group")
+            load(page, console.url + "/groups?type=share")
+            assert page.locator(f"#groups tr[data-name='{SHARE_GROUP}']").count() == 1
+            load(page, f"{console.url}/group?id={SHARE_GROUP}")
+            assert page.locator("h1 .tag").inner_text() == "share"
+            # DescribeShareGroupOffsets: the share group's start offset on partition 1.
+            assert "orders" in page.locator("#lag tbody").inner_text()
+            screenshot(page, f"{label}-share-group")
     finally:
         context.close()
