@@ -17,15 +17,31 @@ COMPOSE_STAMP := $(COMPOSE_VENV)/.installed
 JVM_CLIENTS := ../shared/clients-jvm
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-packages run test docker-test bench generate clean cluster spark-demo chaos
+# The web console's charting library (uPlot), from the npm registry at the version pinned in
+# kbroker/console/web/package-lock.json, installed into a build directory the console serves as
+# static files (nothing from a CDN at run time).
+CONSOLE_WEB := build/console-web
+CONSOLE_ASSETS := $(CONSOLE_WEB)/node_modules/uplot/dist/uPlot.iife.min.js
 
-install: system-packages $(STAMP) $(SPARK40_STAMP) $(COMPOSE_STAMP)
+.PHONY: install system-packages run test docker-test bench generate clean cluster spark-demo chaos \
+        console-assets
+
+install: system-packages $(STAMP) $(SPARK40_STAMP) $(COMPOSE_STAMP) console-assets
+
+console-assets: $(CONSOLE_ASSETS)
+
+$(CONSOLE_ASSETS): kbroker/console/web/package.json kbroker/console/web/package-lock.json
+	mkdir -p $(CONSOLE_WEB)
+	cp kbroker/console/web/package.json kbroker/console/web/package-lock.json $(CONSOLE_WEB)/
+	cd $(CONSOLE_WEB) && npm ci --omit=dev --no-audit --no-fund --ignore-scripts
+	touch $(CONSOLE_ASSETS)
 
 # Debian packages the tests use: a JDK (ZooKeeper, Spark, Kafka, and javac for the Java client
 # tests), ZooKeeper, kcat, iproute2 (network namespaces for the compose emulation and chaos
-# runs), iptables (the chaos runs' partitions, and netavark's), venv for Debian's python3, and
+# runs), iptables (the chaos runs' partitions, and netavark's), venv for Debian's python3,
 # podman with what it needs on this kind of VM plus debootstrap (the container tests build
-# the image and stand-ins for the base images, tests/docker).
+# the image and stand-ins for the base images, tests/docker), npm (the web console's charting
+# library, console-assets) and chromium (the console's browser tests drive it headless).
 system-packages:
 	@missing=""; \
 	command -v javac >/dev/null || missing="$$missing default-jdk-headless"; \
@@ -34,6 +50,8 @@ system-packages:
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v iptables >/dev/null || missing="$$missing iptables"; \
 	$(PYTHON) -c "import ensurepip" 2>/dev/null || missing="$$missing python3-venv"; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	for pkg in podman buildah runc netavark aardvark-dns slirp4netns fuse-overlayfs debootstrap \
 	           uidmap catatonit; do \
 	  dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; \
@@ -61,10 +79,18 @@ $(COMPOSE_STAMP): Makefile
 	$(COMPOSE_VENV)/bin/python -m pip install -q 'docker-compose>=1.29' 'PyYAML<5.4'
 	touch $(COMPOSE_STAMP)
 
+# The broker (its schema registry on 127.0.0.1:8081, metrics on 127.0.0.1:9404) and the web
+# console beside it on 127.0.0.1:8080 (it prints its address); Ctrl-C stops both.
 run: install
 	mkdir -p data
+	@trap 'kill $$console $$broker 2>/dev/null; wait' EXIT; trap 'exit 130' INT TERM; \
 	$(VENV)/bin/kbroker start --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data \
-	  --override schema.registry.listeners=http://127.0.0.1:8081
+	  --override schema.registry.listeners=http://127.0.0.1:8081 --override metrics.port=9404 \
+	  & broker=$$!; \
+	$(VENV)/bin/kbroker console --bootstrap-server 127.0.0.1:9092 --listen 127.0.0.1:8080 \
+	  --metrics-url http://127.0.0.1:9404/metrics --schema-registry http://127.0.0.1:8081 \
+	  & console=$$!; \
+	wait $$broker
 
 # Spark's own Kafka connector is tested on PySpark 4.0, in .venv-spark40 (see tests/spark).
 # tests/ in one process, then compat_tests' kbroker, Kafka 3.9 and Kafka 4.3 columns side by

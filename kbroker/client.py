@@ -358,7 +358,7 @@ class KafkaClient:
                 raise KafkaError(answer.error, f"no coordinator for {key!r}")
             await asyncio.sleep(RETRY_BACKOFF_SECONDS)
 
-    async def _retrying(
+    async def at_coordinator(
         self, group_id: str, attempt: Callable[[BrokerConnection], Awaitable[T]]
     ) -> T:
         """Run ``attempt(coordinator)`` until it does not fail with a coordinator error."""
@@ -397,7 +397,7 @@ class KafkaClient:
                 raise KafkaError(ErrorCode(described.error_code), f"describe {group_id!r}")
             return described
 
-        return await self._retrying(group_id, attempt)
+        return await self.at_coordinator(group_id, attempt)
 
     async def committed(self, group_id: str) -> dict[TopicPartition, tuple[int, str]]:
         """All committed offsets of a group: (topic, partition) -> (offset, metadata)."""
@@ -417,7 +417,7 @@ class KafkaClient:
                     found[(topic, partition)] = (offset, metadata)
             return found
 
-        return await self._retrying(group_id, attempt)
+        return await self.at_coordinator(group_id, attempt)
 
     async def commit(
         self, group_id: str, offsets: dict[TopicPartition, tuple[int, str]]
@@ -434,7 +434,7 @@ class KafkaClient:
                     raise KafkaError(error, "commit")
             return errors
 
-        return await self._retrying(group_id, attempt)
+        return await self.at_coordinator(group_id, attempt)
 
     async def list_offsets(
         self, partitions: Iterable[TopicPartition], timestamp: int

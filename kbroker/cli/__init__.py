@@ -7,9 +7,9 @@ stderr, naming the property, with exit status 2.
 
 The other subcommands are clients of a running cluster, one module each in this package
 (``topics``, ``console``, ``cluster``, ``groups``, ``quotas``, ``transactions``,
-``users``, ``client-metrics``), over the
-protocol operations of ``kbroker.cli.ops``; ``schemas`` is a client of a schema registry's REST
-API, and ``schema-registry`` runs one beside any Kafka-compatible cluster.
+``users``, ``client-metrics``, and ``console``: the web console), over the protocol
+operations of ``kbroker.cli.ops``; ``schemas`` is a client of a schema registry's REST API,
+and ``schema-registry`` runs one beside any Kafka-compatible cluster.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from kbroker.cli import (
     topics,
     transactions,
     users,
+    web_console,
 )
 from kbroker.config import BrokerConfig, ConfigError, resolve_properties
 
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         features,
         schemas,
         schema_registry,
+        web_console,
     ):
         commands.register(sub)
     return parser

@@ -21,60 +21,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kbroker.cli.ops import groups as ops_groups
 from kbroker.cli.ops.admin import OpsError
+from kbroker.cli.ops.groups import CLASSIC, ResetTarget, lag_rows
 from kbroker.cli.ops.output import EXIT_OK, add_common_options, emit_json, run_command, table
-from kbroker.client import EARLIEST, LATEST, KafkaClient, TopicPartition
-from kbroker.group.consumer_protocol import PROTOCOL_TYPE, assigned_partitions
-from wire.errors import DecodeError, ErrorCode
-
-# States in which a group has members, so offsets cannot be changed from outside.
-ACTIVE_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable")
-
+from kbroker.client import LATEST, KafkaClient, TopicPartition
 
 # --- pure helpers ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LagRow:
-    topic: str
-    partition: int
-    committed: int | None
-    log_end: int
-    member_id: str
-    host: str
-    client_id: str
-
-    @property
-    def lag(self) -> int | None:
-        return None if self.committed is None else max(self.log_end - self.committed, 0)
-
-
-def lag_rows(
-    committed: dict[TopicPartition, tuple[int, str]],
-    log_ends: dict[TopicPartition, int],
-    owners: dict[TopicPartition, tuple[str, str, str]],
-) -> list[LagRow]:
-    """One row per partition that has a committed offset or an owner."""
-    rows = []
-    for tp in sorted(set(committed) | set(owners)):
-        member_id, host, client_id = owners.get(tp, ("", "", ""))
-        offset = committed.get(tp)
-        rows.append(
-            LagRow(
-                tp[0],
-                tp[1],
-                None if offset is None else offset[0],
-                log_ends.get(tp, 0),
-                member_id,
-                host,
-                client_id,
-            )
-        )
-    return rows
 
 
 def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
@@ -101,11 +57,6 @@ def parse_datetime(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def clamp(offset: int, earliest: int, latest: int) -> int:
-    """Kafka's reset tool keeps targets within the log."""
-    return min(max(offset, earliest), latest)
-
-
 def parse_zk_offset(data: bytes) -> int:
     """A ZooKeeper offset node holds the offset as decimal text."""
     text = data.decode("ascii").strip()
@@ -117,47 +68,12 @@ def parse_zk_offset(data: bytes) -> int:
 # --- plumbing -------------------------------------------------------------------------------
 
 
-async def _state(client: KafkaClient, group: str) -> tuple[str, Any]:
-    described = await client.describe_group(group)
-    return described.group_state, described
-
-
-def _owners(described: Any) -> dict[TopicPartition, tuple[str, str, str]]:
-    owners: dict[TopicPartition, tuple[str, str, str]] = {}
-    if described.protocol_type != PROTOCOL_TYPE:
-        return owners
-    for member in described.members:
-        try:
-            assignment = assigned_partitions(member.member_assignment)
-        except DecodeError:
-            continue
-        for topic, partitions in assignment.items():
-            for p in partitions:
-                owners[(topic, p)] = (member.member_id, member.client_host, member.client_id)
-    return owners
-
-
-async def _commit_plan(
-    client: KafkaClient, group: str, plan: dict[TopicPartition, int]
-) -> dict[TopicPartition, ErrorCode]:
-    state, _ = await _state(client, group)
-    if state in ACTIVE_STATES:
-        raise OpsError(
-            f"group {group!r} is {state}: offsets can only be changed while it has no members"
-        )
-    errors = await client.commit(group, {tp: (offset, "") for tp, offset in plan.items()})
-    failed = {tp: e for tp, e in errors.items() if e != ErrorCode.NONE}
-    if failed:
-        detail = ", ".join(f"{t}-{p}: {e.name}" for (t, p), e in sorted(failed.items()))
-        raise OpsError(f"commit to {group!r} failed for {detail}")
-    return errors
-
-
 # --- commands -------------------------------------------------------------------------------
 
 
 async def _list(args: argparse.Namespace, client: KafkaClient) -> int:
-    groups = await client.list_groups()
+    listed = await ops_groups.list_groups(client)
+    groups = [(g.group_id, g.protocol_type, g.state) for g in listed]
     if args.state:
         wanted = {s.lower() for s in args.state}
         groups = [g for g in groups if g[2].lower() in wanted]
@@ -169,9 +85,10 @@ async def _list(args: argparse.Namespace, client: KafkaClient) -> int:
 
 
 async def _describe(args: argparse.Namespace, client: KafkaClient) -> int:
-    state, described = await _state(client, args.group)
+    described = await ops_groups.describe_group(client, args.group, CLASSIC)
+    state = described.state
     committed = await client.committed(args.group)
-    owners = _owners(described)
+    owners = ops_groups.owners(described)
     partitions = sorted(set(committed) | set(owners))
     ends = await client.list_offsets(partitions, LATEST) if partitions else {}
     rows = lag_rows(committed, ends, owners)
@@ -181,7 +98,7 @@ async def _describe(args: argparse.Namespace, client: KafkaClient) -> int:
                 "group": args.group,
                 "state": state,
                 "protocol_type": described.protocol_type,
-                "protocol": described.protocol_data,
+                "protocol": described.assignor,
                 "partitions": [
                     {
                         "topic": r.topic,
@@ -233,44 +150,26 @@ async def _describe(args: argparse.Namespace, client: KafkaClient) -> int:
 async def _selected_partitions(
     client: KafkaClient, args: argparse.Namespace, committed: Iterable[TopicPartition]
 ) -> list[TopicPartition]:
-    if args.all_topics:
-        topics = sorted({t for t, _ in committed})
-        existing = await client.partitions(topics) if topics else {}
-        return [(t, p) for t in topics for p in existing.get(t, [])]
-    specs = [parse_topic_spec(s) for s in args.topic]
-    existing = await client.partitions(sorted({t for t, _ in specs}))
-    selected: list[TopicPartition] = []
-    for topic, partitions in specs:
-        if topic not in existing:
-            raise OpsError(f"topic {topic!r} does not exist")
-        for p in partitions if partitions is not None else existing[topic]:
-            if p not in existing[topic]:
-                raise OpsError(f"topic {topic!r} has no partition {p}")
-            selected.append((topic, p))
-    return sorted(set(selected))
+    topics = None if args.all_topics else [parse_topic_spec(s) for s in args.topic]
+    return await ops_groups.group_partitions(client, committed, topics)
 
 
 async def _reset(args: argparse.Namespace, client: KafkaClient) -> int:
     committed = await client.committed(args.group)
     partitions = await _selected_partitions(client, args, committed)
-    if not partitions:
-        raise OpsError("no partitions selected")
-    earliest = await client.list_offsets(partitions, EARLIEST)
-    latest = await client.list_offsets(partitions, LATEST)
     if args.to_earliest:
-        targets = earliest
+        target = ResetTarget("earliest")
     elif args.to_latest:
-        targets = latest
+        target = ResetTarget("latest")
     elif args.to_offset is not None:
-        targets = dict.fromkeys(partitions, args.to_offset)
+        target = ResetTarget("offset", args.to_offset)
     else:
         timestamp = args.to_timestamp if args.to_timestamp is not None else args.to_datetime
-        by_time = await client.list_offsets(partitions, timestamp)
-        # No record that recent: the end of the log, as Kafka's tool does.
-        targets = {tp: latest[tp] if o < 0 else o for tp, o in by_time.items()}
-    plan = {tp: clamp(targets[tp], earliest[tp], latest[tp]) for tp in partitions}
+        target = ResetTarget("timestamp", timestamp)
+    planned = await ops_groups.plan_reset(client, args.group, partitions, target)
+    plan = {(r.topic, r.partition): r.new for r in planned}
     if args.execute:
-        await _commit_plan(client, args.group, plan)
+        await ops_groups.commit_offsets(client, args.group, plan)
     _print_plan(args, plan, committed, "reset" if args.execute else "dry run")
     return EXIT_OK
 
@@ -344,7 +243,7 @@ async def _import_zk(args: argparse.Namespace, client: KafkaClient) -> int:
         skipped = sorted(set(offsets) - set(known))
         committed = await client.committed(g) if known else {}
         if args.execute and known:
-            await _commit_plan(client, g, known)
+            await ops_groups.commit_offsets(client, g, known)
         for (t, p), offset in sorted(offsets.items()):
             current = committed[(t, p)][0] if (t, p) in committed else None
             note = "topic or partition missing" if (t, p) in skipped else ""

@@ -12,7 +12,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from kbroker.broker import Broker
-from kbroker.cli.groups import clamp, lag_rows, parse_datetime, parse_topic_spec, parse_zk_offset
+from kbroker.cli.groups import parse_datetime, parse_topic_spec, parse_zk_offset
+from kbroker.cli.ops.groups import clamp, lag_rows
 from kbroker.client import KafkaClient
 from kbroker.group.consumer_protocol import encode_assignment, encode_subscription
 from tests.group.conftest import StartBroker, connect
