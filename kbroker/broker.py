@@ -75,6 +75,7 @@ from kbroker.server.connection_quotas import (
 from kbroker.server.listener import KafkaServer
 from kbroker.server.memory_pool import MemoryPool
 from kbroker.share.manager import SharePartitionManager
+from kbroker.share.offsets import ShareGroupOffsets
 from kbroker.telemetry.service import ClientTelemetry
 from kbroker.txn.coordinator import TransactionCoordinator
 from kbroker.txn.verification import TxnVerifier
@@ -203,6 +204,7 @@ class Broker:
         self.group_coordinator = GroupCoordinator(self)
         # Share groups' partitions this broker leads, and their consumers' share sessions.
         self.share_partitions = SharePartitionManager(self)
+        self.share_offsets = ShareGroupOffsets(self)
         self.txn_coordinator = TransactionCoordinator(self)
         self.txn_verifier = TxnVerifier(self)
         self.features = DEFAULT_FINALIZED

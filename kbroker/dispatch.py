@@ -39,6 +39,7 @@ from kbroker.handlers import (
     scram_users,
     share_fetch,
     share_groups,
+    share_offsets,
     telemetry,
     transactions,
     write_txn_markers,
@@ -102,6 +103,9 @@ HANDLERS.update(
         ApiKey.SHARE_GROUP_DESCRIBE: share_groups.handle_share_group_describe,
         ApiKey.SHARE_FETCH: share_fetch.handle_share_fetch,
         ApiKey.SHARE_ACKNOWLEDGE: share_fetch.handle_share_acknowledge,
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_offsets.handle_describe_share_group_offsets,
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_offsets.handle_alter_share_group_offsets,
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_offsets.handle_delete_share_group_offsets,
     }
 )
 # Served only when group.coordinator.rebalance.protocols lists their protocol (KIP-848): a

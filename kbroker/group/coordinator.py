@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ from kbroker.group import group_configs
 from kbroker.group.assignors import ASSIGNORS
 from kbroker.group.consumer_heartbeat import ConsumerGroupDescription, ConsumerGroupSettings
 from kbroker.group.events import (
+    AdminResult,
     ConsumerHeartbeat,
     Effect,
     GroupConfig,
@@ -102,7 +104,7 @@ class TxnOffsetVerification:
 
 
 # What the core answers a request with.
-Result = JoinResult | SyncResult | HeartbeatResult | LeaveResult
+Result = JoinResult | SyncResult | HeartbeatResult | LeaveResult | AdminResult
 
 # A JoinGroup/SyncGroup is answered by the core within the rebalance timeout (plus the initial
 # delay); this margin only bounds the wait should that ever fail.
@@ -497,6 +499,20 @@ class GroupCoordinator:
 
     def describe_share_group(self, group_id: str) -> ShareGroupDescription:
         return self.core.describe_share_group(group_id)
+
+    async def change_share_partitions(
+        self,
+        group_id: str,
+        initialized: list[tuple[uuid.UUID, int]],
+        removed_topics: list[uuid.UUID],
+    ) -> AdminResult:
+        """Record a share group's partitions set up or deleted (kbroker/share/offsets.py)."""
+        token = self._token()
+        effects = self.core.change_share_partitions(token, group_id, initialized, removed_topics)
+        bound = self._broker.config.get("offsets.commit.timeout.ms")
+        result = await self._wait(token, effects, bound)
+        assert isinstance(result, AdminResult)
+        return result
 
     def heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int

@@ -138,9 +138,17 @@ class LeaveResult:
 
 
 @dataclass(frozen=True, slots=True)
+class AdminResult:
+    """The answer to an administrative change of a group (share-group offsets)."""
+
+    error: ErrorCode
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     token: int
-    result: JoinResult | SyncResult | HeartbeatResult | LeaveResult
+    result: JoinResult | SyncResult | HeartbeatResult | LeaveResult | AdminResult
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,6 +75,9 @@ class GroupOffsets:
             return ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
         if group.consumer is not None:
             return _consumer_member_check(group, member_id, generation_id, version)
+        if group.share is not None:
+            # A share group keeps no offsets (KIP-932), as Kafka 4.3 answers.
+            return ErrorCode.GROUP_ID_NOT_FOUND
         if generation_id < 0 and group.state is GroupState.EMPTY:
             return ErrorCode.NONE
         member = group.members.get(member_id)
@@ -115,6 +118,8 @@ class GroupOffsets:
             return ErrorCode.NONE
         if group.consumer is not None:
             return _consumer_member_check(group, member_id, generation_id, None)
+        if group.share is not None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
         if group_instance_id is not None:
             known = group.static_members.get(group_instance_id)
             if known is not None and known != member_id:
@@ -302,10 +307,10 @@ class GroupOffsets:
         group = self._groups.get(group_id)
         return group is not None and group.share is not None and not group.share.members
 
-    def is_consumer_group(self, group_id: str) -> bool:
-        """Whether the group uses the consumer group protocol (KIP-848)."""
+    def is_modern_group(self, group_id: str) -> bool:
+        """Whether the group is a consumer group of KIP-848's protocol or a share group."""
         group = self._groups.get(group_id)
-        return group is not None and group.consumer is not None
+        return group is not None and (group.consumer is not None or group.share is not None)
 
     def describe(self, group_id: str) -> GroupDescription | None:
         """None if there is no such classic group. Member metadata and assignments are only

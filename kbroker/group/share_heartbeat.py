@@ -18,7 +18,7 @@ machinery as consumer groups (consumer_heartbeat.py). Errors and their messages 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -30,6 +30,7 @@ from kbroker.group.consumer_heartbeat import (
     TopicsView,
 )
 from kbroker.group.events import (
+    AdminResult,
     Effect,
     GroupConfig,
     GroupState,
@@ -415,6 +416,75 @@ class ShareGroupProtocol:
             return []
 
         return [self._store_change(group_id, records, stored, lambda _error: [])]
+
+    # --- share-group offsets (DescribeShareGroupOffsets, Alter..., Delete...) -------------
+
+    def share_offsets_refusal(self, group_id: str, altering: bool) -> AdminResult | None:
+        """Why a share group's offsets may not be described or changed now, or None. A group
+        that does not exist may be: describing finds nothing, altering creates it (as Kafka
+        4.3 does)."""
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return AdminResult(error)
+        group = self._groups.get(group_id)
+        if group is None:
+            return None
+        if group.share is None:
+            if not group.members and group.consumer is None and altering:
+                return None
+            return AdminResult(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
+            )
+        if altering and group.share.members:
+            return AdminResult(
+                ErrorCode.NON_EMPTY_GROUP,
+                f"Share group {group_id} has members: its offsets cannot be changed.",
+            )
+        return None
+
+    def initialized_partitions(self, group_id: str) -> dict[TopicId, frozenset[int]]:
+        group = self._groups.get(group_id)
+        if group is None or group.share is None:
+            return {}
+        return dict(group.share.initialized)
+
+    def change_share_partitions(
+        self,
+        token: int,
+        group_id: str,
+        initialized: Iterable[tuple[TopicId, int]],
+        removed_topics: Iterable[TopicId],
+    ) -> list[Effect]:
+        """Record share partitions set up (AlterShareGroupOffsets) or whose state was deleted
+        (DeleteShareGroupOffsets); creates an empty share group if there is none."""
+        if self._wait_for_write(
+            group_id,
+            lambda: self.change_share_partitions(token, group_id, initialized, removed_topics),
+            lambda error: [Reply(token, AdminResult(error))],
+        ):
+            return []
+        refusal = self.share_offsets_refusal(group_id, altering=True)
+        if refusal is not None:
+            return [Reply(token, refusal)]
+        records: list[Record] = []
+        group, data = self._share_group(group_id, True, records)
+        if data.group_epoch == 0:
+            self._bump_share_epoch(group_id, data, records)
+        for topic_id, partition in initialized:
+            data.initialized[topic_id] = data.initialized.get(topic_id, frozenset()) | {partition}
+        for topic_id in removed_topics:
+            data.initialized.pop(topic_id, None)
+            data.initializing.pop(topic_id, None)
+        records.append(self._state_partitions_record(group_id, data))
+
+        def stored() -> list[Effect]:
+            self._install_share(group, data)
+            return [Reply(token, AdminResult(ErrorCode.NONE))]
+
+        def failed(error: ErrorCode) -> list[Effect]:
+            return [Reply(token, AdminResult(error))]
+
+        return [self._store_change(group_id, records, stored, failed)]
 
     def share_partitions(self, group_id: str) -> list[tuple[TopicId, int]]:
         """The share partitions of a share group that have (or may have) state."""

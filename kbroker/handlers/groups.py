@@ -245,12 +245,12 @@ async def handle_describe_groups(
         error, description = broker.group_coordinator.describe_group(group_id)
         if description is None:
             # Kafka describes a group it does not know (or a consumer group of KIP-848's
-            # protocol, which ConsumerGroupDescribe describes) as Dead, from v6 with the
-            # error GROUP_ID_NOT_FOUND (KIP-1043).
+            # protocol or a share group, which ConsumerGroupDescribe and ShareGroupDescribe
+            # describe) as Dead, from v6 with the error GROUP_ID_NOT_FOUND (KIP-1043).
             not_found = error == ErrorCode.NONE
             message = (
                 f"Group {group_id} is not a classic group."
-                if broker.group_coordinator.core.is_consumer_group(group_id)
+                if broker.group_coordinator.core.is_modern_group(group_id)
                 else f"Group {group_id} not found."
             )
             if not_found and version >= FIRST_GROUP_NOT_FOUND_VERSION:

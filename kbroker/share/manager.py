@@ -411,6 +411,12 @@ class SharePartitionManager:
                 message or "",
             )
 
+    def forget_group(self, group_id: str) -> None:
+        """The group's share-partition state changed elsewhere (its offsets were altered or
+        deleted): load it again at the next use."""
+        for key in [k for k in self._loaded if k[0] == group_id]:
+            del self._loaded[key]
+
     # --- describing -----------------------------------------------------------------------
 
     def loaded_partitions(self) -> list[tuple[str, str, int, SharePartition]]:

@@ -15,6 +15,27 @@ from kbroker.client import BrokerConnection
 from tests.group.conftest import connect
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode as E
+from wire.messages.alter_share_group_offsets_request import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
+from wire.messages.delete_share_group_offsets_request import (
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequestTopic,
+)
+from wire.messages.describe_groups_request import DescribeGroupsRequest
+from wire.messages.describe_share_group_offsets_request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequestTopic,
+)
+from wire.messages.list_groups_request import ListGroupsRequest
+from wire.messages.offset_commit_request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
 from wire.messages.share_acknowledge_request import (
     AcknowledgementBatch,
     AcknowledgePartition,
@@ -219,3 +240,101 @@ async def test_describe_and_record_limit_mode(share_broker: Broker) -> None:
     assert [m.member_id for m in group.members] == [a.member_id]
     assert group.members[0].assignment.topic_partitions[0].topic_name == TOPIC
     assert missing.error_code == E.GROUP_ID_NOT_FOUND
+
+
+async def describe_offsets(conn: BrokerConnection, group: str, topics: Any = None) -> Any:
+    request = DescribeShareGroupOffsetsRequest(
+        groups=[DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=topics)]
+    )
+    response = await conn.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, request)
+    group_answer = response.groups[0]
+    return group_answer.error_code, [
+        (t.topic_name, [(p.partition_index, p.start_offset, p.lag) for p in t.partitions])
+        for t in group_answer.topics
+    ]
+
+
+async def alter_offsets(conn: BrokerConnection, group: str, start: int) -> Any:
+    request = AlterShareGroupOffsetsRequest(
+        group_id=group,
+        topics=[
+            AlterShareGroupOffsetsRequestTopic(
+                topic_name=TOPIC,
+                partitions=[
+                    AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=start)
+                ],
+            )
+        ],
+    )
+    response = await conn.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, request)
+    return response.error_code, [
+        (t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions])
+        for t in response.responses
+    ]
+
+
+async def test_share_group_offsets_as_kafka_43_answers(share_broker: Broker) -> None:
+    topic_id = await setup(share_broker, 10)
+    conn = await connect(share_broker)
+    a = Member(conn, topic_id)
+    await a.join()
+    await a.fetch()
+    await a.ack(0, 4, [1, 1, 2, 3, 0])
+    # Start offset 2; 2 and 5-9 not done (3 and 4 are archived): a lag of 6, as Kafka 4.3.
+    assert await describe_offsets(conn, GROUP) == (0, [(TOPIC, [(0, 2, 6)])])
+    assert await describe_offsets(conn, "nosuch") == (0, [])
+    named = [DescribeShareGroupOffsetsRequestTopic(topic_name="nope", partitions=[0])]
+    assert await describe_offsets(conn, GROUP, named) == (0, [("nope", [(0, -1, -1)])])
+    assert (await alter_offsets(conn, GROUP, 4))[0] == E.NON_EMPTY_GROUP
+    left = await conn.call(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        1,
+        ShareGroupHeartbeatRequest(group_id=GROUP, member_id=a.member_id, member_epoch=-1),
+    )
+    assert left.error_code == 0
+    assert await alter_offsets(conn, GROUP, 4) == (0, [(TOPIC, [(0, 0)])])
+    assert (await describe_offsets(conn, GROUP))[1][0][1][0][1] == 4
+    # Altering a group that does not exist creates an empty share group.
+    assert await alter_offsets(conn, "fresh", 1) == (0, [(TOPIC, [(0, 0)])])
+    listed = await conn.call(ApiKey.LIST_GROUPS, 5, ListGroupsRequest(types_filter=["share"]))
+    assert sorted(g.group_id for g in listed.groups) == ["fresh", GROUP]
+    deleted = await conn.call(
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        0,
+        DeleteShareGroupOffsetsRequest(
+            group_id=GROUP,
+            topics=[
+                DeleteShareGroupOffsetsRequestTopic(topic_name=TOPIC),
+                DeleteShareGroupOffsetsRequestTopic(topic_name="nope"),
+            ],
+        ),
+    )
+    assert [(t.topic_name, t.error_code) for t in deleted.responses] == [
+        (TOPIC, 0),
+        ("nope", E.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    assert await describe_offsets(conn, GROUP) == (0, [])
+    # No committed offsets in a share group, and DescribeGroups is for classic groups.
+    commit = await conn.call(
+        ApiKey.OFFSET_COMMIT,
+        9,
+        OffsetCommitRequest(
+            group_id=GROUP,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                OffsetCommitRequestTopic(
+                    name=TOPIC,
+                    partitions=[
+                        OffsetCommitRequestPartition(partition_index=0, committed_offset=1)
+                    ],
+                )
+            ],
+        ),
+    )
+    assert commit.topics[0].partitions[0].error_code == E.GROUP_ID_NOT_FOUND
+    described = await conn.call(ApiKey.DESCRIBE_GROUPS, 6, DescribeGroupsRequest(groups=[GROUP]))
+    assert (described.groups[0].error_code, described.groups[0].error_message) == (
+        E.GROUP_ID_NOT_FOUND,
+        f"Group {GROUP} is not a classic group.",
+    )
