@@ -255,6 +255,7 @@ class BrokerMetrics:
         self._expose_limits(out)
         self._expose_logs(out)
         self._expose_group_lag(out)
+        self._broker.share_partitions.expose(out)
         self._broker.telemetry.expose(out)
         return out.render()
 

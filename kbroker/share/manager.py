@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from kbroker.group import group_configs
 from kbroker.group.group_configs import BY_DURATION, duration_ms
 from kbroker.handlers.common import leader_partition
+from kbroker.metrics import Exposition
 from kbroker.partition import Partition
 from kbroker.share.persister_api import (
     PersisterError,
@@ -419,9 +420,45 @@ class SharePartitionManager:
 
     # --- describing -----------------------------------------------------------------------
 
-    def loaded_partitions(self) -> list[tuple[str, str, int, SharePartition]]:
-        """(group, topic, partition, share partition) of each loaded share partition."""
-        return [(g, loaded.topic, p, loaded.sp) for (g, _, p), loaded in self._loaded.items()]
+    def expose(self, out: Exposition) -> None:
+        """Share groups' metrics, for the share partitions this broker leads."""
+        rows = [
+            ((("group", group_id), ("topic", loaded.topic), ("partition", str(index))), loaded)
+            for (group_id, _, index), loaded in sorted(
+                self._loaded.items(), key=lambda item: (item[0][0], item[1].topic, item[0][2])
+            )
+        ]
+        out.family(
+            "kbroker_share_group_lag",
+            "gauge",
+            "Records from the share-partition start offset to the high watermark not yet "
+            "acknowledged or archived (KIP-1226).",
+        )
+        for labels, loaded in rows:
+            lag = loaded.partition.high_watermark - loaded.sp.start_offset - _done(loaded.sp)
+            out.sample("kbroker_share_group_lag", labels, max(lag, 0))
+        out.family("kbroker_share_records_in_flight", "gauge", "In-flight records by state.")
+        for labels, loaded in rows:
+            for state, count in loaded.sp.counts().items():
+                state_label = ("state", state.name.lower())
+                out.sample("kbroker_share_records_in_flight", (*labels, state_label), count)
+        counters = (
+            ("kbroker_share_records_delivered_total", "Records handed out.", "delivered"),
+            (
+                "kbroker_share_records_redelivered_total",
+                "Records handed out again (a delivery after the first).",
+                "redelivered",
+            ),
+            (
+                "kbroker_share_lock_expiries_total",
+                "Records whose acquisition lock expired.",
+                "lock_expired",
+            ),
+        )
+        for name, help_text, attribute in counters:
+            out.family(name, "counter", help_text)
+            for labels, loaded in rows:
+                out.sample(name, labels, getattr(loaded.sp, attribute))
 
 
 def _done(sp: SharePartition) -> int:

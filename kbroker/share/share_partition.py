@@ -122,6 +122,11 @@ class SharePartition:
             self._runs[0] = replace(self._runs[0], first=start_offset)
         self._firsts = [r.first for r in self._runs]
         self._advance()
+        # Counted for the metrics: records handed out (each delivery), of them deliveries
+        # after the first, and records whose acquisition lock expired.
+        self.delivered = 0
+        self.redelivered = 0
+        self.lock_expired = 0
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -216,6 +221,7 @@ class SharePartition:
             )
             acquired.append(Acquired(run.first, last, count))
             taken += last - run.first + 1
+            self.redelivered += last - run.first + 1
         # New records.
         for batch in batches:
             if taken >= limit or self.in_flight() >= self.max_in_flight:
@@ -237,6 +243,7 @@ class SharePartition:
             acquired.append(Acquired(first, last, 1))
             taken += last - first + 1
         self._advance()
+        self.delivered += taken
         return _merged(acquired)
 
     # --- acknowledging ----------------------------------------------------------------------
@@ -328,6 +335,7 @@ class SharePartition:
         expired = [r for r in self._runs if r.deadline_ms is not None and r.deadline_ms <= now_ms]
         for run in expired:
             self._put(self._released(run))
+            self.lock_expired += run.last - run.first + 1
         self._advance()
         return bool(expired)
 

@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 
 from kbroker.broker import Broker
 from kbroker.client import BrokerConnection
+from kbroker.metrics import BrokerMetrics
 from tests.group.conftest import connect
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode as E
@@ -338,3 +339,19 @@ async def test_share_group_offsets_as_kafka_43_answers(share_broker: Broker) -> 
         E.GROUP_ID_NOT_FOUND,
         f"Group {GROUP} is not a classic group.",
     )
+
+
+async def test_share_metrics(share_broker: Broker) -> None:
+    topic_id = await setup(share_broker, 10)
+    conn = await connect(share_broker)
+    a = Member(conn, topic_id)
+    await a.join()
+    await a.fetch()
+    await a.ack(0, 4, [1, 1, 2, 3, 0])
+    await a.fetch()
+    text = BrokerMetrics(share_broker).render()
+    labels = f'group="{GROUP}",topic="{TOPIC}",partition="0"'
+    assert f"kbroker_share_group_lag{{{labels}}} 6" in text
+    assert f'kbroker_share_records_in_flight{{{labels},state="acquired"}} 6' in text
+    assert f"kbroker_share_records_delivered_total{{{labels}}} 11" in text
+    assert f"kbroker_share_records_redelivered_total{{{labels}}} 1" in text
