@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from kbroker.security.acls import AclBinding
 
 # Kafka's internal topics (Topic.INTERNAL_TOPICS).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 @dataclass(frozen=True, slots=True)

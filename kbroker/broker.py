@@ -74,6 +74,7 @@ from kbroker.server.connection_quotas import (
 )
 from kbroker.server.listener import KafkaServer
 from kbroker.server.memory_pool import MemoryPool
+from kbroker.share.coordinator import ShareCoordinator
 from kbroker.share.manager import SharePartitionManager
 from kbroker.share.offsets import ShareGroupOffsets
 from kbroker.telemetry.service import ClientTelemetry
@@ -207,6 +208,8 @@ class Broker:
         self.share_offsets = ShareGroupOffsets(self)
         self.txn_coordinator = TransactionCoordinator(self)
         self.txn_verifier = TxnVerifier(self)
+        # Share-partition state (KIP-932): this broker's share coordinator.
+        self.share_coordinator = ShareCoordinator(self)
         self.features = DEFAULT_FINALIZED
         # The schema registry, with schema.registry.listeners (kbroker/schema_registry/).
         registry_listeners = parse_listeners(config)
@@ -313,6 +316,7 @@ class Broker:
         await self.group_coordinator.start()
         await self.share_partitions.start()
         await self.txn_coordinator.start()
+        await self.share_coordinator.start()
         for name, host, port in self.config.listeners:
             self.ports[name] = await self.server.start(
                 host, port, name, self.listener_security[name]
@@ -356,6 +360,7 @@ class Broker:
         await self.share_partitions.stop()
         await self.txn_coordinator.stop()
         await self.txn_verifier.close()
+        await self.share_coordinator.stop()
         await self.server.close()
         if self.metrics_server is not None:
             await self.metrics_server.close()

@@ -40,6 +40,7 @@ from kbroker.handlers import (
     share_fetch,
     share_groups,
     share_offsets,
+    share_state,
     telemetry,
     transactions,
     write_txn_markers,
@@ -128,6 +129,18 @@ HANDLERS.update(
         ApiKey.TXN_OFFSET_COMMIT: offsets.handle_txn_offset_commit,
         ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
         ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
+    }
+)
+
+# Share coordinators (KIP-932): share-partition state, asked by the partition leaders and
+# group coordinators of other brokers (kbroker/share/).
+HANDLERS.update(
+    {
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE: share_state.handle_initialize_share_group_state,
+        ApiKey.READ_SHARE_GROUP_STATE: share_state.handle_read_share_group_state,
+        ApiKey.WRITE_SHARE_GROUP_STATE: share_state.handle_write_share_group_state,
+        ApiKey.DELETE_SHARE_GROUP_STATE: share_state.handle_delete_share_group_state,
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: share_state.handle_read_share_group_state_summary,
     }
 )
 

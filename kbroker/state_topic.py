@@ -1,12 +1,14 @@
-"""Coordinator state kept in an internal compacted topic: one mechanism for every coordinator.
+"""Coordinator state kept in an internal topic: one mechanism for every coordinator.
 
-The group coordinator keeps its groups and offsets in ``__consumer_offsets`` and the
-transaction coordinator its transactional ids in ``__transaction_state``. Both work the same
-way, as in Kafka (its ``CoordinatorLoader`` / ``TransactionStateManager``):
+The group coordinator keeps its groups and offsets in ``__consumer_offsets``, the transaction
+coordinator its transactional ids in ``__transaction_state`` and the share coordinator the
+share partitions' state in ``__share_group_state``. They work the same way, as in Kafka (its
+``CoordinatorLoader`` / ``TransactionStateManager``):
 
-- the topic is created on demand (compacted, internal, the coordinator's own partition count,
-  replication factor, segment size and min.insync.replicas); in a cluster with fewer live
-  brokers than the replication factor it is not created until enough are alive;
+- the topic is created on demand (internal, compacted unless the coordinator says otherwise,
+  the coordinator's own partition count, replication factor, segment size and
+  min.insync.replicas); in a cluster with fewer live brokers than the replication factor it
+  is not created until enough are alive;
 - the broker that leads a partition of the topic coordinates the keys hashed to it: when it
   becomes the leader it loads the partition (replaying every committed record below the high
   watermark, in log order; a leader whose high watermark still lags waits until it reaches the
@@ -73,6 +75,10 @@ class StateTopicSettings:
     # False: created on the first look-up of a coordinator (Kafka creates
     # __transaction_state on the first FindCoordinator for a transactional id).
     create_on_start: bool = True
+    # __share_group_state is not compacted: its updates share their key and each one counts.
+    # It keeps everything (retention.ms -1) and its coordinator deletes what no key needs.
+    cleanup_policy: str = "compact"
+    retention_ms: int | None = None
 
 
 class StateLoader(Protocol):
@@ -174,10 +180,12 @@ class StateTopic:
                 )
                 return None
             configs = {
-                "cleanup.policy": "compact",
+                "cleanup.policy": self.settings.cleanup_policy,
                 "compression.type": "producer",
                 "segment.bytes": str(self.settings.segment_bytes),
             }
+            if self.settings.retention_ms is not None:
+                configs["retention.ms"] = str(self.settings.retention_ms)
             if self.settings.min_insync_replicas is not None:
                 # Never above the replication factor actually used (a single embedded broker
                 # could otherwise never write its own state).

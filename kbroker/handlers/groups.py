@@ -4,10 +4,14 @@ DescribeGroups, ListGroups, DeleteGroups.
 Each handler translates between the wire messages of every version and the coordinator
 (``kbroker.group.coordinator``); the group logic itself lives in the pure state machine.
 
+FindCoordinator also finds share coordinators (key type 2, v6+, KIP-932): the key is
+``group:topic id:partition`` (INVALID_REQUEST when it is not, or before v6).
+
 Authorization (kbroker/authorization.py), as Kafka's: finding a coordinator needs DESCRIBE
-on the group or transactional id; joining, syncing, heartbeats and leaving READ on the
-group; describing DESCRIBE; deleting DELETE (GROUP_AUTHORIZATION_FAILED, or
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional id). ListGroups lists every group
+on the group or transactional id (CLUSTER_ACTION on the cluster for a share key); joining,
+syncing, heartbeats and leaving READ on the group; describing DESCRIBE; deleting DELETE
+(GROUP_AUTHORIZATION_FAILED, or TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional
+id, CLUSTER_AUTHORIZATION_FAILED for a share key). ListGroups lists every group
 with DESCRIBE on the cluster, else the groups the principal may describe.
 """
 
@@ -24,6 +28,7 @@ from kbroker.security.acls import (
     ResourceType,
 )
 from kbroker.server.connection import CLIENT_HOST, LISTENER_NAME
+from kbroker.share.state_records import parse_coordinator_key
 from wire.errors import ErrorCode
 from wire.messages.delete_groups_request import DeleteGroupsRequest
 from wire.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse
@@ -52,6 +57,9 @@ if TYPE_CHECKING:
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+# A share partition's key "group:topic id:partition" (KIP-932), from v6 on.
+SHARE_KEY_TYPE = 2
+FIRST_SHARE_FIND_VERSION = 6
 # FindCoordinator v4+ carries a batch of keys (KIP-699).
 FIRST_BATCHED_FIND_VERSION = 4
 # JoinGroup v4+: KIP-394 member id handshake; v9+: skip_assignment (KIP-814).
@@ -77,15 +85,26 @@ async def handle_find_coordinator(
     coordinators = []
     for key in keys:
         node_id, host, port, message = -1, "", -1, None
+        share_key = parse_coordinator_key(key) if request.key_type == SHARE_KEY_TYPE else None
         if request.key_type == GROUP_KEY_TYPE and not _may(broker, AclOperation.DESCRIBE, key):
             error = ErrorCode.GROUP_AUTHORIZATION_FAILED
         elif request.key_type == TRANSACTION_KEY_TYPE and not authorize(
             broker, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
         ):
             error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        elif request.key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+        elif request.key_type == SHARE_KEY_TYPE and (
+            version < FIRST_SHARE_FIND_VERSION or share_key is None
+        ):
+            error = ErrorCode.INVALID_REQUEST
+        elif request.key_type == SHARE_KEY_TYPE and not authorize(
+            broker, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+        ):
+            error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        elif request.key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE):
             if request.key_type == GROUP_KEY_TYPE:
                 error, info = await broker.group_coordinator.find_coordinator(key)
+            elif share_key is not None:
+                error, info = await broker.share_coordinator.find_coordinator(share_key)
             else:
                 error, info = await broker.txn_coordinator.find_coordinator(key)
             if info is not None:

@@ -29,10 +29,11 @@ writes a tombstone (null value) under its ShareSnapshot key.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 
-from controller.zk_paths import kafka_uuid
+from controller.zk_paths import kafka_uuid, parse_kafka_uuid
 from kbroker.share.persister_api import StateBatch
 from wire.errors import DecodeError
 from wire.primitives import Reader, Writer
@@ -83,6 +84,29 @@ class ShareUpdate:
 
 
 ShareStateValue = ShareSnapshot | ShareUpdate
+
+_TOPIC_ID = re.compile(r"[A-Za-z0-9_-]{22}(==)?")
+_PARTITION = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_coordinator_key(text: str) -> ShareStateKey | None:
+    """A FindCoordinator share key ``group:topic id:partition`` (the group may hold colons;
+    the partition is not checked), None when it is not one, as Kafka's SharePartitionKey
+    parses it."""
+    parts = text.split(":")
+    if len(parts) < 3:
+        return None
+    group, topic_id, partition = ":".join(parts[:-2]), parts[-2], parts[-1]
+    if (
+        not group.strip()
+        or not _TOPIC_ID.fullmatch(topic_id)
+        or not _PARTITION.fullmatch(partition)
+    ):
+        return None
+    index = int(partition)
+    if not -(2**31) <= index < 2**31:
+        return None
+    return ShareStateKey(group, parse_kafka_uuid(topic_id), index)
 
 
 def encode_key(key: ShareStateKey, record_type: int) -> bytes:

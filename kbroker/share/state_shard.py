@@ -32,8 +32,8 @@ How Kafka 4.3 decides (asked on its broker listener with the same requests):
 
 Kafka also snapshots, every ``share.coordinator.cold.partition.snapshot.interval.ms``, the
 states not written for that long, and deletes records before the oldest latest snapshot of
-any key (``share.coordinator.state.topic.prune.interval.ms``): ``cold_snapshots`` and
-``redundant_offset`` give the shell both.
+any key (``share.coordinator.state.topic.prune.interval.ms``): ``cold_keys``/``snapshot_of``
+and ``redundant_offset`` give the shell both.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kbroker.share.batch_combiner import combine_batches
@@ -351,26 +351,28 @@ class ShareStateShard:
 
     # --- housekeeping -----------------------------------------------------------------
 
-    def cold_snapshots(self, interval_ms: int) -> list[StateRecord]:
-        """Snapshots of the states not written for ``interval_ms``, so that pruning can pass
-        their old snapshots. As in Kafka, nothing while every state has been snapshotted so
+    def cold_keys(self, interval_ms: int) -> list[ShareStateKey]:
+        """The keys whose state nobody wrote for ``interval_ms``: their old snapshots hold
+        pruning back. As in Kafka, none while every state has been snapshotted so before
         (its write timestamp moved past its creation)."""
         states = self._states
         if all(s.create_timestamp != s.write_timestamp for s in states.values()):
             return []
         now = self._clock()
-        return [
-            StateRecord(
-                key,
-                _snapshot_of(
-                    replace(state, snapshot_epoch=state.snapshot_epoch + 1, write_timestamp=now)
-                ),
-            )
-            for key, state in states.items()
-            if now - state.write_timestamp >= interval_ms
-        ]
+        return [key for key, s in states.items() if now - s.write_timestamp >= interval_ms]
 
-    def tombstones_for_topics(self, topic_ids: Iterable[uuid.UUID]) -> list[StateRecord]:
-        """Tombstones for every key of deleted topics (Kafka cleans their state up)."""
-        deleted = set(topic_ids)
-        return [StateRecord(key, None) for key in self._states if key.topic_id in deleted]
+    def snapshot_of(self, key: ShareStateKey) -> StateRecord:
+        """A snapshot of the key's state as it is (the next snapshot epoch, written now)."""
+        state = self._states[key]
+        return StateRecord(
+            key,
+            _snapshot_of(
+                replace(
+                    state, snapshot_epoch=state.snapshot_epoch + 1, write_timestamp=self._clock()
+                )
+            ),
+        )
+
+    def keys_of_topic(self, topic_id: uuid.UUID) -> list[ShareStateKey]:
+        """The keys of a topic (deleted: Kafka writes a tombstone for each)."""
+        return [key for key in self._states if key.topic_id == topic_id]

@@ -257,25 +257,26 @@ def test_cold_states_are_snapshotted_again() -> None:
     h.now = 200_000
     h.initialize(warm, 0, 0)
     h.now = 400_000
-    records = h.shard.cold_snapshots(300_000)
-    assert records == [StateRecord(cold, ShareSnapshot(1, 0, 0, 0, 0, 1_000, 400_000, ()))]
-    for record in records:
-        h.store(record)
+    assert h.shard.cold_keys(300_000) == [cold]
+    record = h.shard.snapshot_of(cold)
+    assert record == StateRecord(cold, ShareSnapshot(1, 0, 0, 0, 0, 1_000, 400_000, ()))
+    h.store(record)
     h.now = 600_000
+    assert h.shard.cold_keys(300_000) == [warm]
+    h.store(h.shard.snapshot_of(warm))
     # Kafka skips the pass while no state still has its creation time as its write time.
-    h.store(h.shard.cold_snapshots(300_000)[0])
-    assert h.shard.cold_snapshots(300_000) == []
+    h.now = 2_000_000
+    assert h.shard.cold_keys(300_000) == []
 
 
-def test_deleted_topics_leave_tombstones() -> None:
+def test_the_keys_of_a_topic() -> None:
     h = Harness(partitions=2)
     keys = [ShareStateKey("g", TOPIC, 0), ShareStateKey("g", TOPIC, 1)]
     for key in keys:
         h.initialize(key, 0, 0)
     h.topics[OTHER_TOPIC] = 1
-    other = ShareStateKey("g", OTHER_TOPIC, 0)
-    h.initialize(other, 0, 0)
-    assert h.shard.tombstones_for_topics([TOPIC]) == [StateRecord(k, None) for k in keys]
+    h.initialize(ShareStateKey("g", OTHER_TOPIC, 0), 0, 0)
+    assert h.shard.keys_of_topic(TOPIC) == keys
 
 
 def test_an_update_without_a_snapshot_starts_a_state() -> None:
