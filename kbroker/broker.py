@@ -77,6 +77,7 @@ from kbroker.server.memory_pool import MemoryPool
 from kbroker.share.coordinator import ShareCoordinator
 from kbroker.share.manager import SharePartitionManager
 from kbroker.share.offsets import ShareGroupOffsets
+from kbroker.share.persister import SharePersisterClient
 from kbroker.telemetry.service import ClientTelemetry
 from kbroker.txn.coordinator import TransactionCoordinator
 from kbroker.txn.verification import TxnVerifier
@@ -208,8 +209,10 @@ class Broker:
         self.share_offsets = ShareGroupOffsets(self)
         self.txn_coordinator = TransactionCoordinator(self)
         self.txn_verifier = TxnVerifier(self)
-        # Share-partition state (KIP-932): this broker's share coordinator.
+        # Share-partition state (KIP-932): this broker's share coordinator, and the persister
+        # through which partition leaders and the group coordinator reach any of them.
         self.share_coordinator = ShareCoordinator(self)
+        self.share_persister = SharePersisterClient(self)
         self.features = DEFAULT_FINALIZED
         # The schema registry, with schema.registry.listeners (kbroker/schema_registry/).
         registry_listeners = parse_listeners(config)
@@ -361,6 +364,7 @@ class Broker:
         await self.txn_coordinator.stop()
         await self.txn_verifier.close()
         await self.share_coordinator.stop()
+        await self.share_persister.close()
         await self.server.close()
         if self.metrics_server is not None:
             await self.metrics_server.close()
