@@ -36,6 +36,7 @@ FAST_FAILOVER = {
     "replica.fetch.wait.max.ms": "200",
     "offsets.topic.num.partitions": "3",
     "offsets.topic.replication.factor": "3",
+    "share.coordinator.state.topic.num.partitions": "3",
     "default.replication.factor": "3",
     "controlled.shutdown.retry.backoff.ms": "3000",
     "auto.leader.rebalance.enable": "false",
