@@ -31,6 +31,8 @@ from kbroker.security.acls import (
     PermissionType,
     ResourceType,
 )
+from kbroker.share.persister import SharePersisterClient
+from kbroker.share.persister_api import PersisterError, SharePartitionState, StateBatch
 from kbroker.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey
 from tests.group.conftest import free_port
 from wire.api_keys import ApiKey
@@ -489,3 +491,32 @@ async def test_only_brokers_with_cluster_action_may_ask(start: Any) -> None:
     assert error(await wire.initialize("g", 0, 0)) == OK
     answer = await wire.connection.call(ApiKey.FIND_COORDINATOR, 6, find)
     assert answer.coordinators[0].error_code == ErrorCode.NONE
+
+
+async def test_the_persister_calls_this_brokers_coordinator(start: Any) -> None:
+    broker = await start()
+    topic = await broker.metadata.create_topic(TOPIC, 2, 1)
+    # One attempt is enough: the first call creates __share_group_state, loaded at once.
+    persister = SharePersisterClient(broker, attempts=1)
+    try:
+        everything = [(topic.topic_id, 0), (topic.topic_id, 1)]
+        initialized = await persister.initialize("g", [(topic.topic_id, p, 1, 5) for p in (0, 1)])
+        assert initialized == dict.fromkeys(everything, ErrorCode.NONE)
+        written = SharePartitionState(1, 5, (StateBatch(5, 9, 2, 1),), leader_epoch=1)
+        await persister.write("g", topic.topic_id, 1, written)
+        assert await persister.read("g", topic.topic_id, 1, 1) == SharePartitionState(
+            1, 5, (StateBatch(5, 9, 2, 1),)
+        )
+        with pytest.raises(PersisterError) as fenced:
+            await persister.write("g", topic.topic_id, 1, SharePartitionState(0, 5, ()))
+        assert fenced.value.code == ErrorCode.FENCED_STATE_EPOCH
+        assert await persister.read_summary("g", everything) == {
+            (topic.topic_id, 0): SharePartitionState(1, 5, (), 0, 0),
+            (topic.topic_id, 1): SharePartitionState(1, 5, (), 1, -1),  # the read stored 1
+        }
+        assert await persister.delete("g", everything) == dict.fromkeys(everything, ErrorCode.NONE)
+        with pytest.raises(PersisterError) as gone:
+            await persister.read("g", topic.topic_id, 0, 1)
+        assert gone.value.code == ErrorCode.INVALID_REQUEST
+    finally:
+        await persister.close()
