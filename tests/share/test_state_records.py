@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kbroker.group.offsets_store import partition_for
 from kbroker.share.persister_api import StateBatch
 from kbroker.share.state_records import (
     SNAPSHOT,
@@ -22,6 +23,7 @@ from kbroker.share.state_records import (
     decode_value,
     encode_key,
     encode_value,
+    parse_coordinator_key,
 )
 from wire.errors import DecodeError
 
@@ -110,6 +112,30 @@ def test_kafka_records_decode_and_encode_to_the_same_bytes(
 
 def test_the_coordinator_key_spells_the_topic_id_as_kafka() -> None:
     assert ShareStateKey("s1", TOPIC_ID, 0).coordinator_key() == "s1:CG16koZ2SoKyllojLAECWQ:0"
+
+
+@pytest.mark.parametrize(("group", "partition"), [("s1", 2), ("g2", 0), ("g3", 2), ("g4", 1)])
+def test_keys_land_on_the_partitions_kafka_put_them_in(group: str, partition: int) -> None:
+    """Kafka 4.3 with 3 partitions of __share_group_state wrote these groups' records there."""
+    key = ShareStateKey(group, TOPIC_ID, 0).coordinator_key()
+    assert partition_for(key, 3) == partition
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("s1:CG16koZ2SoKyllojLAECWQ:0", ShareStateKey("s1", TOPIC_ID, 0)),
+        ("a:b:CG16koZ2SoKyllojLAECWQ:-1", ShareStateKey("a:b", TOPIC_ID, -1)),
+        ("abc", None),
+        ("g:CG16koZ2SoKyllojLAECWQ:x", None),
+        (":CG16koZ2SoKyllojLAECWQ:0", None),
+        (" :CG16koZ2SoKyllojLAECWQ:0", None),
+        ("g:notauuid:0", None),
+        ("g:CG16koZ2SoKyllojLAECWQ:99999999999", None),
+    ],
+)
+def test_find_coordinator_share_keys(text: str, key: ShareStateKey | None) -> None:
+    assert parse_coordinator_key(text) == key
 
 
 def test_unknown_record_types_are_skipped_and_bad_values_refused() -> None:
