@@ -78,6 +78,7 @@ from kbroker.share.coordinator import ShareCoordinator
 from kbroker.share.manager import SharePartitionManager
 from kbroker.share.offsets import ShareGroupOffsets
 from kbroker.share.persister import SharePersisterClient
+from kbroker.share.persister_api import SharePersister
 from kbroker.telemetry.service import ClientTelemetry
 from kbroker.txn.coordinator import TransactionCoordinator
 from kbroker.txn.verification import TxnVerifier
@@ -212,7 +213,8 @@ class Broker:
         # Share-partition state (KIP-932): this broker's share coordinator, and the persister
         # through which partition leaders and the group coordinator reach any of them.
         self.share_coordinator = ShareCoordinator(self)
-        self.share_persister = SharePersisterClient(self)
+        self._persister_client = SharePersisterClient(self)
+        self.share_persister: SharePersister = self._persister_client
         self.features = DEFAULT_FINALIZED
         # The schema registry, with schema.registry.listeners (kbroker/schema_registry/).
         registry_listeners = parse_listeners(config)
@@ -364,7 +366,7 @@ class Broker:
         await self.txn_coordinator.stop()
         await self.txn_verifier.close()
         await self.share_coordinator.stop()
-        await self.share_persister.close()
+        await self._persister_client.close()
         await self.server.close()
         if self.metrics_server is not None:
             await self.metrics_server.close()
