@@ -14,12 +14,15 @@ from pathlib import Path
 import pytest
 
 from kbroker.broker import Broker
+from kbroker.client import BrokerConnection
 from kbroker.config import BrokerConfig
 from kbroker.share.persister import SharePersisterClient
 from kbroker.share.persister_api import PersisterError, SharePartitionState, StateBatch
 from kbroker.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey
 from tests.group.conftest import free_port, zookeeper  # noqa: F401
+from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
+from wire.messages import delete_share_group_state_request as delete_request
 
 pytestmark = pytest.mark.slow
 
@@ -90,6 +93,22 @@ async def test_calls_reach_local_and_remote_coordinators(brokers: list[Broker]) 
     assert set(where.values()) == {1, 2}, "both brokers coordinate some of the partitions"
     persister = first.share_persister
     everything = [(topic_id, p) for p in range(PARTITIONS)]
+    # A broker asked for a key it does not coordinate says so.
+    remote = next(p for p, broker_id in where.items() if broker_id == 2)
+    request = delete_request.DeleteShareGroupStateRequest(
+        group_id=GROUP,
+        topics=[
+            delete_request.DeleteStateData(
+                topic_id=topic_id, partitions=[delete_request.PartitionData(partition=remote)]
+            )
+        ],
+    )
+    connection = await BrokerConnection.open(("127.0.0.1", first.port), "share-tests", 30)
+    try:
+        response, _ = await connection.request(ApiKey.DELETE_SHARE_GROUP_STATE, request)
+    finally:
+        await connection.close()
+    assert response.results[0].partitions[0].error_code == ErrorCode.NOT_COORDINATOR
     # One request per coordinator; each partition answered, the remote ones too.
     initialized = await persister.initialize(
         GROUP, [(topic_id, p, 1, 10 * p) for p in range(PARTITIONS)]

@@ -520,3 +520,27 @@ async def test_the_persister_calls_this_brokers_coordinator(start: Any) -> None:
         assert gone.value.code == ErrorCode.INVALID_REQUEST
     finally:
         await persister.close()
+
+
+async def test_a_write_the_isr_does_not_take_is_not_applied(start: Any) -> None:
+    broker = await start(**{"share.coordinator.write.timeout.ms": "300"})
+    wire = await connect(broker)
+    assert error(await wire.initialize("g", 0, 0)) == OK
+    key = ShareStateKey("g", wire.topic_id, 0)
+    partition = broker.partition(
+        SHARE_GROUP_STATE_TOPIC, broker.share_coordinator.partition_of(key)
+    )
+    assert partition is not None
+    # An imaginary second ISR member (replica 99) that never fetches.
+    me = partition.broker_id
+    partition.make_leader(partition.leader_epoch, (me, 99), (me, 99), time.time() * 1000)
+    # Kafka's coordinator runtime reports a write the ISR did not take in time so.
+    assert error(await wire.write("g", 0, 0, 3, [(3, 9, 2, 1)])) == (
+        "COORDINATOR_NOT_AVAILABLE",
+        None,
+    )
+    assert state(await wire.read("g", -1)) == ("NONE", 0, 0, [])
+    # The ISR back to this broker alone: the write goes through (the leader sends it again).
+    partition.make_leader(partition.leader_epoch, (me,), (me,), time.time() * 1000)
+    assert error(await wire.write("g", 0, 0, 3, [(3, 9, 2, 1)])) == OK
+    assert state(await wire.read("g", -1)) == ("NONE", 0, 3, [(3, 9, 2, 1)])
