@@ -54,17 +54,23 @@ async def test_api_versions_every_version_advertises_exactly_the_handlers(
 
 async def test_api_versions_reports_features(client: RawClient) -> None:
     # KIP-584 (v3+): transaction.version 2 is finalized, so Kafka 4.x clients use KIP-890's
-    # second part; features not implemented are listed at level 0 and not finalized.
+    # second part, and group.version / share.version 1 (KIP-848, KIP-932); features not
+    # implemented are listed at level 0 and not finalized.
     request = ApiVersionsRequest(client_software_name="kbroker-tests", client_software_version="1")
     response = await client.call(ApiKey.API_VERSIONS, 3, request)
     assert isinstance(response, ApiVersionsResponse)
     supported = {f.name: (f.min_version, f.max_version) for f in response.supported_features}
     assert supported["transaction.version"] == (0, 2)
-    assert supported["group.version"] == (0, 0)
+    assert supported["group.version"] == (0, 1)
+    assert supported["streams.version"] == (0, 0)
     finalized = {
         f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features
     }
-    assert finalized == {"transaction.version": (2, 2)}
+    assert finalized == {
+        "transaction.version": (2, 2),
+        "group.version": (1, 1),
+        "share.version": (1, 1),
+    }
 
 
 async def test_api_versions_bad_software_name_is_invalid_request(client: RawClient) -> None:

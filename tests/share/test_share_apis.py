@@ -219,7 +219,7 @@ async def test_only_the_owner_acknowledges_and_renew_needs_the_flag(share_broker
         (E.INVALID_RECORD_STATE, "The offset cannot be acknowledged. The offset is not acquired.")
     ]
     # What is acknowledged is stored before the answer.
-    state = next(iter(share_broker.share_persister.states.values()))
+    state = await share_broker.share_persister.read(GROUP, topic_id, 0, 0)
     assert state.start_offset == 0
     assert [(s.first_offset, s.last_offset, s.delivery_state) for s in state.batches] == [
         (0, 1, 0),
