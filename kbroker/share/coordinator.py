@@ -143,6 +143,8 @@ class ShareCoordinator:
         self._cold_interval_ms = get("share.coordinator.cold.partition.snapshot.interval.ms")
         self._prune_interval_ms = get("share.coordinator.state.topic.prune.interval.ms")
         self._shards: dict[int, ShareStateShard] = {}
+        # (share partitions, records) per partition loaded since the last summary line.
+        self._loaded_summary: dict[int, tuple[int, int]] = {}
         self._locks: dict[ShareStateKey, _KeyLock] = {}
         self._pruned: dict[int, int] = {}
         # Topic ids by name, to know which topic a deletion took away.
@@ -202,13 +204,24 @@ class ShareCoordinator:
     def complete_load(self, index: int, loader: object) -> None:
         assert isinstance(loader, ShardLoader)
         self._shards[index] = loader.shard
-        log.info(
+        log.debug(
             "loaded %s-%d: %d share partitions from %d records",
             SHARE_GROUP_STATE_TOPIC,
             index,
             len(loader.shard),
             loader.records,
         )
+        self._loaded_summary[index] = (len(loader.shard), loader.records)
+        if not self.state.loading:
+            # One INFO line for a round of loads (all partitions at start-up, say).
+            log.info(
+                "loaded %d %s partitions: %d share partitions from %d records",
+                len(self._loaded_summary),
+                SHARE_GROUP_STATE_TOPIC,
+                sum(shares for shares, _ in self._loaded_summary.values()),
+                sum(records for _, records in self._loaded_summary.values()),
+            )
+            self._loaded_summary.clear()
 
     def unload(self, index: int) -> None:
         self._shards.pop(index, None)
