@@ -278,10 +278,12 @@ class SharePartitionManager:
         batches: list[LogBatch] = []
         spans: list[tuple[int, int, int, int]] = []  # base, last, position, size
         for position, header in iter_batches(data):
-            skip = header.is_control or (
-                aborted is not None
-                and aborted.drop(header, memoryview(data)[position : position + header.size])
+            # The filter sees every batch, control ones included: an ABORT marker is how it
+            # learns that a producer's aborted transaction ended.
+            dropped = aborted is not None and aborted.drop(
+                header, memoryview(data)[position : position + header.size]
             )
+            skip = header.is_control or dropped
             batches.append(LogBatch(header.base_offset, header.last_offset, skip))
             spans.append((header.base_offset, header.last_offset, position, header.size))
         acquired = sp.acquire(
