@@ -226,10 +226,12 @@ class ShareConsumer:
                     await asyncio.wait_for(self._assignment_changed.wait(), remaining)
                 self._raise_fatal()
                 continue
-            fetched = await self._fetch_round(max(0, int(remaining * 1000)))
-            if not fetched and loop.time() >= deadline:
+            answered = await self._fetch_round(max(0, int(remaining * 1000)))
+            if self._buffer:
+                continue
+            if loop.time() >= deadline:
                 return []
-            if not fetched and not self._buffer:
+            if not answered:
                 await asyncio.sleep(min(RETRY_BACKOFF_SECONDS, max(deadline - loop.time(), 0)))
 
     def _deliver(self) -> list[ShareRecord]:
