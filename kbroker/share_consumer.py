@@ -90,12 +90,16 @@ class ShareConsumer:
         security: SecurityConfig = PLAINTEXT,
         timeout: float = 30.0,
         acknowledgement_commit_callback: CommitCallback | None = None,
+        client: KafkaClient | None = None,
     ) -> None:
+        """``bootstrap``: "host:port[,host:port]" or several; ``client``: a client to use
+        instead of one of its own (its owner closes it)."""
         if not group_id:
             raise ValueError("a share consumer needs a group id")
         servers = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
         addresses = [parse_address(s.strip()) for b in servers for s in b.split(",") if s]
-        self._client = KafkaClient(
+        self._owns_client = client is None
+        self._client = client or KafkaClient(
             addresses, client_id=client_id, timeout=timeout, security=security
         )
         self._timeout = timeout
@@ -463,7 +467,8 @@ class ShareConsumer:
             log.warning("share consumer of %s: close did not finish: %s", self.group_id, exc)
         finally:
             await self._stop_heartbeat()
-            await self._client.close()
+            if self._owns_client:
+                await self._client.close()
 
     async def _stop_heartbeat(self) -> None:
         if self._heartbeat is not None and not self._heartbeat.done():
