@@ -388,3 +388,19 @@ async def test_read_committed_keeps_a_commit_after_an_abort_of_the_same_producer
     # The aborted records and both markers are archived; only the committed records are
     # handed out (the ABORT marker closes the aborted transaction for the filter).
     assert acquired(await a.fetch(wait=2000)) == [(4, 5, 1)]
+
+
+async def test_members_fetching_together_from_a_partition_not_loaded_yet(
+    share_broker: Broker,
+) -> None:
+    topic_id = await setup(share_broker, 10)
+    a = Member(await connect(share_broker), topic_id)
+    b = Member(await connect(share_broker), topic_id)
+    await a.join()
+    await b.join()
+    # Both fetches find the share partition unloaded: one load serves both, so they
+    # acquire different records (each used to acquire 0-4 from a state of its own).
+    first, second = await asyncio.gather(
+        a.fetch(max_records=5, mode=1), b.fetch(max_records=5, mode=1)
+    )
+    assert sorted(acquired(first) + acquired(second)) == [(0, 4, 1), (5, 9, 1)]
