@@ -142,26 +142,45 @@ class JavaPrograms:
         self._runs = 0
 
     @classmethod
-    def compile(cls, build_dir: Path, client: JavaClient = JAVA_CLIENT_39) -> JavaPrograms:
-        """javac every source of compat_tests/jvm into `build_dir` against `client` (fails
-        or skips, see `require`, when the JDK or the jars are missing)."""
+    def compile(
+        cls, build_dir: Path, client: JavaClient = JAVA_CLIENT_39, sources: Path = SOURCES
+    ) -> JavaPrograms:
+        """javac every source of `sources` (compat_tests/jvm) into `build_dir` against
+        `client` (fails or skips, see `require`, when the JDK or the jars are missing)."""
         javac = shutil.which("javac")
         require(javac is not None, "javac is not installed (apt-get install default-jdk-headless)")
         for jar in (client.clients_jar, client.streams_jar):
             require(jar.is_file(), f"{jar} is missing (see its folder's README.md)")
         runtime = client.runtime_path()
         assert javac is not None
-        sources = sorted(str(p) for p in SOURCES.glob("*.java"))
+        files = sorted(str(p) for p in sources.glob("*.java"))
         result = subprocess.run(
             # -Xlint:-removal: 4.3 deprecates for removal some admin APIs 3.9 has no
             # replacement for (listConsumerGroups, ConsumerGroupState).
-            [javac, "-Xlint:-removal", "-d", str(build_dir), "-cp", client.compile_path, *sources],
+            [javac, "-Xlint:-removal", "-d", str(build_dir), "-cp", client.compile_path, *files],
             capture_output=True,
             text=True,
             timeout=180,
         )
         assert result.returncode == 0, f"javac failed:\n{result.stderr}"
         return cls(build_dir, f"{client.compile_path}:{runtime}:{build_dir}", client)
+
+    def start(self, main: str, *args: str) -> subprocess.Popen[str]:
+        """Start class `main` with `args` in the background (stdout and stderr piped); the
+        caller waits for it or kills it."""
+        self._runs += 1
+        request_log = self.build_dir / f"requests-{self._runs}-{main}.log"
+        command = [
+            "java",
+            "-Xmx256m",
+            f"-Dlog4j2.configurationFile={SOURCES / 'log4j2.properties'}",
+            f"-Dkbroker.requestLog={request_log}",
+            "-cp",
+            self.classpath,
+            main,
+            *args,
+        ]
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def run(self, main: str, *args: str, timeout: float = 240.0) -> JavaRun:
         """Run class `main` with `args`; its request log goes to a file of its own."""
