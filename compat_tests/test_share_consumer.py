@@ -9,6 +9,8 @@ on Kafka 4.3 (Kafka 3.9 has no share groups).
   record released at the group's delivery count limit is archived.
 - A mixed group, one Java consumer and two Python consumers: together they acknowledge
   every record once, each side some.
+- ``kbroker console-share-consumer`` and ``kbroker share-groups`` (list, describe, reset,
+  delete) on the same group.
 
 Every group first gets ``share.auto.offset.reset=earliest`` (IncrementalAlterConfigs on the
 GROUP resource, type 32): Kafka 4.3 starts a share group at the latest offset.
@@ -17,11 +19,15 @@ GROUP resource, type 32): Kafka 4.3 starts a share group at the latest offset.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
+import json
 import subprocess
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,6 +35,7 @@ from confluent_kafka import Producer
 
 from compat_tests.java_programs import JAVA_CLIENT_43, JavaPrograms
 from compat_tests.support import require
+from kbroker.cli import build_parser
 from kbroker.client import KafkaClient, TopicPartition, parse_address
 from kbroker.share_consumer import AcknowledgeType, ShareConsumer, ShareRecord
 from wire.api_keys import ApiKey
@@ -290,3 +297,58 @@ def test_mixed_java_and_python_share_consumers(
     together = Counter(java_acked) + Counter(python_acked)
     assert set(together) == set(range(2_000))
     assert set(together.values()) == {1}
+
+
+@dataclass(frozen=True)
+class CliRun:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def kbroker_cli(*args: str) -> CliRun:
+    """A ``kbroker`` command run in this process (each a fresh interpreter would spend
+    seconds importing)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        parsed = build_parser().parse_args(list(args))
+        code = parsed.func(parsed)
+    return CliRun(code, out.getvalue(), err.getvalue())
+
+
+def test_console_share_consumer_and_share_groups_commands(
+    bootstrap: str, create_topic: Callable[..., str], share_group: Callable[..., str]
+) -> None:
+    topic = create_topic(1)
+    group = share_group()
+    produce(bootstrap, topic, 10)
+    common = ("--bootstrap-server", bootstrap)
+    consumed = kbroker_cli(
+        "console-share-consumer", *common, "--group", group, "--topic", topic,
+        "--max-messages", "6", "--reject-every", "3", "--print-delivery-count",
+    )  # fmt: skip
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == [f"delivery=1 r{i}" for i in range(6)]
+    assert "Processed a total of 6 messages" in consumed.stderr
+    # 0-5 acknowledged (2 and 5 rejected); what was acquired past 5 went back at close.
+    described = kbroker_cli("share-groups", "describe", group, *common, "--json")
+    assert described.returncode == 0, described.stderr
+    [row] = json.loads(described.stdout)
+    assert (row["topic"], row["partition"], row["start_offset"], row["lag"]) == (topic, 0, 6, 4)
+    listed = kbroker_cli("share-groups", "list", *common)
+    assert group in listed.stdout.split()
+    members = kbroker_cli("share-groups", "describe", group, "--members", *common)
+    assert members.stdout.strip() == f"Share group '{group}' has no active members."
+    reset = kbroker_cli(
+        "share-groups", "reset-offsets", group, "--to-earliest", "--all-topics", "--execute",
+        *common,
+    )  # fmt: skip
+    assert reset.returncode == 0, reset.stderr
+    again = kbroker_cli(
+        "console-share-consumer", *common, "--group", group, "--topic", topic,
+        "--timeout-ms", "3000", "--print-offset",
+    )  # fmt: skip
+    assert again.stdout.splitlines() == [f"partition=0 offset={i} r{i}" for i in range(10)]
+    deleted = kbroker_cli("share-groups", "delete", group, *common)
+    assert deleted.stdout.strip() == f"Deletion of requested share group '{group}' was successful."
+    assert group not in kbroker_cli("share-groups", "list", *common).stdout.split()
