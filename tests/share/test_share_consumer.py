@@ -12,8 +12,10 @@ from confluent_kafka import Producer
 
 from kbroker.broker import Broker
 from kbroker.config import BrokerConfig
+from kbroker.share.sessions import ShareSessions
 from kbroker.share_consumer import AcknowledgeType, IllegalStateError, ShareConsumer, ShareRecord
 from tests.group.conftest import free_port
+from wire.errors import ErrorCode, KafkaError
 
 TOPIC = "queue"
 GROUP = "workers"
@@ -156,3 +158,26 @@ async def test_commit_async_and_a_poll_limit(share_broker: Broker) -> None:
         assert seen == list(range(30))
         assert await consumer.commit_async() == {(TOPIC, 0): None}
         assert await consumer.poll(0.5) == []
+
+
+async def test_a_share_session_the_broker_lost_is_opened_again(share_broker: Broker) -> None:
+    await produce(share_broker, 10)
+    outcomes: list[tuple[dict[tuple[str, int], set[int]], object]] = []
+    async with ShareConsumer(
+        f"127.0.0.1:{share_broker.port}",
+        GROUP,
+        max_poll_records=5,
+        acquire_mode="record_limit",
+        acknowledgement_commit_callback=lambda offsets, error: outcomes.append((offsets, error)),
+    ) as consumer:
+        consumer.subscribe([TOPIC])
+        assert [r.offset for r in await poll_until(consumer, 5)] == [0, 1, 2, 3, 4]
+        # The broker forgets every share session (as after a restart).
+        share_broker.share_partitions.sessions = ShareSessions(10)
+        # The acceptance of 0-4 rode on a ShareFetch of the lost session and failed; the
+        # consumer opens a new session (epoch 0) and goes on.
+        assert [r.offset for r in await poll_until(consumer, 5)] == [5, 6, 7, 8, 9]
+        [(offsets, error)] = outcomes
+        assert offsets == {(TOPIC, 0): {0, 1, 2, 3, 4}}
+        assert isinstance(error, KafkaError) and error.code == ErrorCode.SHARE_SESSION_NOT_FOUND
+        assert await consumer.commit_sync() == {(TOPIC, 0): None}
