@@ -51,6 +51,7 @@ from kbroker.client_core.share import (
     check_fatal,
     read_share_acknowledge,
     read_share_fetch,
+    sessions_to_close,
 )
 from kbroker.client_core.share_membership import ShareMembership, SharePartitionId
 from wire.api_keys import ApiKey
@@ -260,9 +261,8 @@ class ShareConsumer:
                 self._metadata_stale = True
                 continue
             by_node.setdefault(leader.node_id, set()).add(key)
-        for node, session in self._sessions.items():
-            if session.is_open and node not in by_node:
-                by_node[node] = set()
+        for node in sessions_to_close(self._sessions, by_node, assignment):
+            by_node[node] = set()
         config = FetchConfig(
             max_wait_ms=min(self._config.max_wait_ms, wait_ms),
             min_bytes=self._config.min_bytes,

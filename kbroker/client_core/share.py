@@ -325,6 +325,24 @@ class ShareSession:
         self.partitions = set()
 
 
+def sessions_to_close(
+    sessions: Mapping[int, ShareSession],
+    fetching: Iterable[int],
+    assignment: Iterable[SharePartitionId],
+) -> list[int]:
+    """The brokers whose open session holds none of the assigned partitions any more, and
+    that this round does not fetch from: their sessions are closed (releasing what they
+    hold). A session whose partitions are still assigned, their leaders only unknown for
+    now, is kept."""
+    skip = set(fetching)
+    assigned = set(assignment)
+    return [
+        node
+        for node, session in sessions.items()
+        if session.is_open and node not in skip and not session.partitions & assigned
+    ]
+
+
 class Acknowledgements:
     """The records the last poll delivered, and the acknowledgements not sent yet."""
 

@@ -17,6 +17,7 @@ from kbroker.client_core.share import (
     ShareSession,
     acknowledgement_batches,
     acquired_records,
+    sessions_to_close,
 )
 from kbroker.client_core.share_membership import ShareMembership
 from wire.errors import ErrorCode, KafkaError
@@ -185,3 +186,13 @@ def test_explicit_mode_needs_every_record_settled_before_the_next_poll() -> None
     assert acks.take([(T2, 1)]) == {(T2, 1): {9: 1}}
     acks.forget([(T1, 0)])
     assert acks.take() == {}
+
+
+def test_only_sessions_of_partitions_no_longer_assigned_are_closed() -> None:
+    sessions = {n: ShareSession("g", "m") for n in (1, 2, 3, 4)}
+    for node, key in ((1, (T1, 0)), (2, (T1, 1)), (3, (T2, 0))):
+        sessions[node].fetch_request({key}, {}, FetchConfig())
+        sessions[node].on_response(ErrorCode.NONE)
+    # Node 4 never opened a session; node 2's partition is assigned but its leader unknown
+    # this round (not fetched): kept; node 3's partition was taken away: closed.
+    assert sessions_to_close(sessions, [1], {(T1, 0), (T1, 1)}) == [3]
