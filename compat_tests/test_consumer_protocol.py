@@ -23,12 +23,17 @@ heartbeats.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -37,11 +42,12 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewTopic,
     ResourceType,
 )
 
 from compat_tests.conftest import brokers_under_test
-from compat_tests.support import wait_until
+from compat_tests.support import wait_for_leaders, wait_until
 
 CONSUMER_PROTOCOL_BROKERS = ("kbroker", "kafka43", "external")
 
@@ -366,3 +372,150 @@ def assert_only_moved_partitions_revoked(
             assert not revoked & kept, (
                 f"{member} had {sorted(revoked & kept)} revoked and then given back"
             )
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % partitions)
+    assert producer.flush(30) == 0
+
+
+def test_regex_subscription_picks_up_a_later_topic(
+    bootstrap: str, admin: AdminClient, stop_members: list[Member]
+) -> None:
+    prefix = f"compat-cgp-regex-{uuid.uuid4().hex[:8]}"
+    first, later = f"{prefix}-first", f"{prefix}-later"
+    admin.create_topics([NewTopic(first, 2, 1)])[first].result(timeout=20)
+    wait_for_leaders(admin, first, 2)
+    produce(bootstrap, first, 20, 2)
+    ledger = Ledger()
+    member = Member("regex", bootstrap, new_group(admin), [f"^{prefix}-.*"], ledger)
+    stop_members.append(member)
+    wait_until(lambda: len(member.consumed) >= 20, SETTLE_TIMEOUT_S, f"the records of {first}")
+
+    started = time.monotonic()
+    admin.create_topics([NewTopic(later, 3, 1)])[later].result(timeout=20)
+    wait_for_leaders(admin, later, 3)
+    produce(bootstrap, later, 30, 3)
+    wait_until(
+        lambda: len({r for r in member.consumed if r[0] == later}) == 30,
+        SETTLE_TIMEOUT_S,
+        f"the records of {later}, created after the subscription",
+    )
+    print(f"{later} consumed {time.monotonic() - started:.2f} s after its creation")
+    assert ledger.owned() == {"regex": {(first, 0), (first, 1), (later, 0), (later, 1), (later, 2)}}
+    member.close()
+
+
+def test_static_member_restart_keeps_its_partitions(
+    bootstrap: str,
+    admin: AdminClient,
+    create_topic: Callable[..., str],
+    stop_members: list[Member],
+) -> None:
+    topic = create_topic(12)
+    all_partitions = {(topic, p) for p in range(12)}
+    group = new_group(admin)
+    ledger = Ledger()
+    for name in ("a", "b"):
+        stop_members.append(
+            Member(name, bootstrap, group, [topic], ledger, **{"group.instance.id": name})
+        )
+    wait_until(lambda: balanced(ledger, ["a", "b"], all_partitions), SETTLE_TIMEOUT_S, "a and b")
+    owned_by_a = ledger.owned()["a"]
+    callbacks_of_b = ledger.callbacks["b"]
+
+    started = time.monotonic()
+    stop_members[0].close()
+    stop_members.append(
+        Member("a-again", bootstrap, group, [topic], ledger, **{"group.instance.id": "a"})
+    )
+    wait_until(
+        lambda: len(ledger.owned().get("a-again", ())) == len(owned_by_a),
+        SETTLE_TIMEOUT_S,
+        "the restarted static member to get its partitions back",
+    )
+    print(f"static member back in {time.monotonic() - started:.2f} s")
+    assert ledger.owned()["a-again"] == owned_by_a
+    assert ledger.callbacks["b"] == callbacks_of_b
+    assert ledger.double_owned == []
+
+
+# A consumer process for the SIGKILL test: prints "A topic partition" for each partition
+# assigned and "R topic partition" for each revoked, as its callbacks run.
+KILLED_MEMBER_SCRIPT = r"""
+import sys
+from confluent_kafka import Consumer
+bootstrap, group, topic = sys.argv[1:4]
+consumer = Consumer({
+    "bootstrap.servers": bootstrap,
+    "group.id": group,
+    "group.protocol": "consumer",
+    "auto.offset.reset": "earliest",
+})
+def report(kind):
+    def callback(consumer, partitions):
+        lines = "".join(f"{kind} {tp.topic} {tp.partition}\n" for tp in partitions)
+        print(lines, end="", flush=True)
+    return callback
+consumer.subscribe([topic], on_assign=report("A"), on_revoke=report("R"), on_lost=report("R"))
+while True:
+    consumer.poll(0.1)
+"""
+
+
+def test_killed_member_partitions_move_after_its_session(
+    bootstrap: str,
+    admin: AdminClient,
+    create_topic: Callable[..., str],
+    stop_members: list[Member],
+    tmp_path: Path,
+) -> None:
+    topic = create_topic(12)
+    all_partitions = {(topic, p) for p in range(12)}
+    group = new_group(admin)
+    ledger = Ledger()
+    out = tmp_path / "victim.out"
+    with open(out, "w") as stdout:
+        victim = subprocess.Popen(
+            [sys.executable, "-c", KILLED_MEMBER_SCRIPT, bootstrap, group, topic], stdout=stdout
+        )
+    try:
+
+        def victim_owns() -> set[Partition]:
+            owned: set[Partition] = set()
+            for line in out.read_text().splitlines():
+                kind, name, partition = line.split()
+                (owned.add if kind == "A" else owned.discard)((name, int(partition)))
+            return owned
+
+        for name in ("m1", "m2"):
+            stop_members.append(Member(name, bootstrap, group, [topic], ledger))
+
+        def settled() -> bool:
+            owned = ledger.owned()
+            return (
+                len(victim_owns()) == 4
+                and all(len(owned.get(m, ())) == 4 for m in ("m1", "m2"))
+                and set().union(victim_owns(), *owned.values()) == all_partitions
+            )
+
+        wait_until(settled, SETTLE_TIMEOUT_S, "three members with 4 partitions each")
+        lost = victim_owns()
+        os.kill(victim.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+    finally:
+        victim.kill()
+        victim.wait(10)
+    wait_until(
+        lambda: balanced(ledger, ["m1", "m2"], all_partitions),
+        SETTLE_TIMEOUT_S,
+        "the killed member's partitions to go to the others",
+    )
+    delays = sorted(ledger.assigned_at[tp] - killed_at for tp in lost)
+    print(f"killed member's partitions reassigned {delays[0]:.2f} to {delays[-1]:.2f} s after")
+    # Its session expires SESSION_TIMEOUT_MS after its last heartbeat, at most one interval
+    # before the kill: not one of its partitions moves earlier.
+    assert delays[0] >= (SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 1000 - 0.1
+    assert ledger.double_owned == []
