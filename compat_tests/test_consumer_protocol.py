@@ -47,6 +47,7 @@ from confluent_kafka.admin import (
 )
 
 from compat_tests.conftest import brokers_under_test
+from compat_tests.java_programs import JAVA_CLIENT_43, JavaPrograms
 from compat_tests.support import wait_for_leaders, wait_until
 
 CONSUMER_PROTOCOL_BROKERS = ("kbroker", "kafka43", "external")
@@ -519,3 +520,21 @@ def test_killed_member_partitions_move_after_its_session(
     # before the kill: not one of its partitions moves earlier.
     assert delays[0] >= (SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 1000 - 0.1
     assert ledger.double_owned == []
+
+
+@pytest.fixture(scope="session")
+def java43(tmp_path_factory: pytest.TempPathFactory) -> JavaPrograms:
+    """The Java scenario programs compiled against the 4.3 client (3.9 has no KIP-848)."""
+    return JavaPrograms.compile(tmp_path_factory.mktemp("jvm-cgp"), JAVA_CLIENT_43)
+
+
+def test_java_members_join_and_leave_while_producing(
+    java43: JavaPrograms, bootstrap: str, admin: AdminClient, create_topic: Callable[..., str]
+) -> None:
+    topic = create_topic(12)
+    group = new_group(admin)
+    run = java43.run("ConsumerProtocolScenario", bootstrap, topic, group)
+    assert run.returncode == 0 and run.passed == ["join", "leave", "records"], run.report()
+    assert run.requests[("CONSUMER_GROUP_HEARTBEAT", 1)] > 0, run.requests
+    assert not any(api in {"JOIN_GROUP", "SYNC_GROUP"} for api, _ in run.requests)
+    print(next(line for line in run.stdout.splitlines() if line.startswith("figures ")))
