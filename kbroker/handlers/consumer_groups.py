@@ -4,7 +4,9 @@ group coordinator (kbroker/group/consumer_heartbeat.py holds the protocol itself
 
 Authorization (kbroker/authorization.py), as Kafka's: a heartbeat needs READ on the group,
 describing DESCRIBE on it (GROUP_AUTHORIZATION_FAILED), with the authorized operations when
-asked (KIP-430).
+asked (KIP-430). A heartbeat that names its subscribed topics also needs DESCRIBE on each of
+them: Kafka 4.3 answers TOPIC_AUTHORIZATION_FAILED, with no message, before the coordinator
+sees the request, so that a member cannot learn of topics it may not describe.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ async def handle_consumer_group_heartbeat(
 ) -> ConsumerGroupHeartbeatResponse:
     if not authorize(broker, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if request.subscribed_topic_names and not all(
+        authorize(broker, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        for name in set(request.subscribed_topic_names)
+    ):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     owned = owned_assignment(
         None
         if request.topic_partitions is None
