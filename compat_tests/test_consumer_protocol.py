@@ -36,7 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupType,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -275,12 +282,17 @@ def committed(bootstrap: str, group: str, partitions: list[Partition]) -> dict[P
 
 def balanced(ledger: Ledger, members: list[str], partitions: set[Partition]) -> bool:
     """Every partition owned, by these members only, in equal shares."""
-    owned = ledger.owned()
+    return shared_evenly(ledger.owned(), members, partitions)
+
+
+def shared_evenly(
+    owned: dict[str, set[Partition]], members: list[str], partitions: set[Partition]
+) -> bool:
     share = len(partitions) // len(members)
     return (
         set(owned) == set(members)
         and all(len(owned[m]) == share for m in members)
-        and (set().union(*owned.values()) == partitions)
+        and set().union(*owned.values()) == partitions
     )
 
 
@@ -538,3 +550,164 @@ def test_java_members_join_and_leave_while_producing(
     assert run.requests[("CONSUMER_GROUP_HEARTBEAT", 1)] > 0, run.requests
     assert not any(api in {"JOIN_GROUP", "SYNC_GROUP"} for api, _ in run.requests)
     print(next(line for line in run.stdout.splitlines() if line.startswith("figures ")))
+
+
+class JavaMembers:
+    """ConsumerProtocolMembers (compat_tests/jvm) running in the background: Java
+    consumer-protocol members whose callbacks and records this reads from their output."""
+
+    def __init__(
+        self, java: JavaPrograms, bootstrap: str, topic: str, group: str, count: int, work: Path
+    ) -> None:
+        self.topic = topic
+        self.out = work / "java-members.out"
+        self.err = work / "java-members.err"
+        self.stop_file = work / "java-members.stop"
+        self.double_owned: list[str] = []
+        with open(self.out, "w") as stdout, open(self.err, "w") as stderr:
+            self.process = java.start(
+                "ConsumerProtocolMembers",
+                bootstrap,
+                topic,
+                group,
+                str(count),
+                str(self.stop_file),
+                stdout=stdout,
+                stderr=stderr,
+            )
+
+    def lines(self) -> list[list[str]]:
+        text = self.out.read_text()
+        return [line.split() for line in text[: text.rfind("\n") + 1].splitlines()]
+
+    def owned(self) -> dict[str, set[Partition]]:
+        """Member -> partitions, replaying the callbacks; an assignment of a partition another
+        Java member still owns is recorded in `double_owned`."""
+        owners: dict[Partition, str] = {}
+        self.double_owned = []
+        for line in self.lines():
+            if line[0] == "A":
+                tp = (self.topic, int(line[2]))
+                if owners.get(tp, line[1]) != line[1]:
+                    self.double_owned.append(" ".join(line))
+                owners[tp] = line[1]
+            elif line[0] == "R" and owners.get((self.topic, int(line[2]))) == line[1]:
+                del owners[(self.topic, int(line[2]))]
+        found: dict[str, set[Partition]] = defaultdict(set)
+        for tp, member in owners.items():
+            found[member].add(tp)
+        return dict(found)
+
+    def consumed(self) -> list[tuple[str, int, int]]:
+        return [(self.topic, int(p), int(o)) for kind, _, p, o in self._records()]
+
+    def _records(self) -> list[list[str]]:
+        return [line for line in self.lines() if line[0] == "C" and len(line) == 4]
+
+    def stop(self) -> None:
+        """Close the members (they leave the group) and check that the program passed."""
+        self.stop_file.touch()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+        assert self.process.returncode == 0 and self.lines()[-1] == ["ok", "closed"], (
+            f"ConsumerProtocolMembers exited with {self.process.returncode}\n"
+            f"{self.err.read_text()[-4000:]}"
+        )
+
+
+def group_type(admin: AdminClient, group: str) -> ConsumerGroupType:
+    description = admin.describe_consumer_groups([group])[group].result(timeout=20)
+    return description.type
+
+
+# Classic members of confluent-kafka: the cooperative assignor, and heartbeats frequent enough
+# that a rebalance inside the consumer group reaches them within a second.
+CLASSIC = {
+    "group.protocol": "classic",
+    "partition.assignment.strategy": "cooperative-sticky",
+    "session.timeout.ms": "6000",
+    "heartbeat.interval.ms": "300",
+}
+
+
+def test_mixed_group_migrates_online_both_ways(
+    java43: JavaPrograms,
+    bootstrap: str,
+    admin: AdminClient,
+    create_topic: Callable[..., str],
+    stop_members: list[Member],
+    tmp_path: Path,
+) -> None:
+    """Classic confluent-kafka members, then Java consumer-protocol members join (the group
+    becomes a consumer group: upgrade), the classic members leave and others join, then the
+    Java members leave (the last consumer-protocol member's leave makes it classic again:
+    downgrade), all while a producer writes (KIP-848's online migration, Kafka's default
+    group.consumer.migration.policy=bidirectional)."""
+    topic = create_topic(12)
+    all_partitions = {(topic, p) for p in range(12)}
+    group = new_group(admin)
+    ledger = Ledger()
+    figures: list[str] = []
+    producer = BackgroundProducer(bootstrap, topic, 12)
+    java: JavaMembers | None = None
+
+    def settle(members: list[str], what: str, started: float | None = None) -> None:
+        started = time.monotonic() if started is None else started
+        wait_until(
+            lambda: shared_evenly(
+                {**ledger.owned(), **(java.owned() if java else {})}, members, all_partitions
+            ),
+            SETTLE_TIMEOUT_S,
+            f"{members} to share the partitions evenly after {what}",
+        )
+        figures.append(f"{what}: {time.monotonic() - started:.2f} s")
+
+    try:
+        for name in ("classic1", "classic2"):
+            stop_members.append(Member(name, bootstrap, group, [topic], ledger, **CLASSIC))
+        settle(["classic1", "classic2"], "two classic members joined")
+        assert group_type(admin, group) == ConsumerGroupType.CLASSIC
+
+        java = JavaMembers(java43, bootstrap, topic, group, 2, tmp_path)
+        settle(["classic1", "classic2", "java0", "java1"], "two Java members joined (upgrade)")
+        assert group_type(admin, group) == ConsumerGroupType.CONSUMER
+
+        for member in stop_members[:2]:
+            member.close()
+        settle(["java0", "java1"], "the classic members left")
+        for name in ("classic3", "classic4"):
+            stop_members.append(Member(name, bootstrap, group, [topic], ledger, **CLASSIC))
+        settle(["classic3", "classic4", "java0", "java1"], "two classic members joined")
+        assert group_type(admin, group) == ConsumerGroupType.CONSUMER
+
+        leaving = time.monotonic()
+        java.stop()
+        java_owned = java.owned()
+        assert java.double_owned == []
+        java_consumed = java.consumed()
+        java = None
+        settle(["classic3", "classic4"], "the Java members left (downgrade)", leaving)
+        assert group_type(admin, group) == ConsumerGroupType.CLASSIC
+    finally:
+        producer.stop()
+        if java is not None:
+            java.process.kill()
+            java.process.wait(10)
+    assert java_owned == {}
+    ends = log_ends(bootstrap, topic, 12)
+    assert sum(ends.values()) == producer.sent
+    wait_until(
+        lambda: committed(bootstrap, group, sorted(all_partitions)) == ends,
+        SETTLE_TIMEOUT_S,
+        "the classic members to commit the log end offsets",
+    )
+    for member in stop_members[2:]:
+        member.close()
+    consumed = {r for m in stop_members for r in m.consumed} | set(java_consumed)
+    expected = {(t, p, o) for (t, p), end in ends.items() for o in range(end)}
+    assert expected - consumed == set()
+    assert ledger.double_owned == []
+    print(f"{producer.sent} records; {'; '.join(figures)}")
