@@ -26,6 +26,7 @@ from wire.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
 )
+from wire.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from wire.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from wire.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
 from wire.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
@@ -374,7 +375,7 @@ def _join(group: str, *topics: str) -> ConsumerGroupHeartbeatRequest:
     )
 
 
-async def test_consumer_group_heartbeat_needs_describe_on_subscribed_topics(
+async def test_consumer_group_apis_need_describe_on_their_topics(
     secured: tuple[Broker, RawClient],
 ) -> None:
     broker, client = secured
@@ -395,6 +396,18 @@ async def test_consumer_group_heartbeat_needs_describe_on_subscribed_topics(
     joined = await client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, _join("cg", "a", "a"))
     assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 1)
     assert [t.partitions for t in joined.assignment.topic_partitions] == [[0]]
+
+    # ConsumerGroupDescribe: with DESCRIBE on a, the group; without it, Kafka 4.3's error in
+    # place of the group, whose assignments would name a.
+    describe = ConsumerGroupDescribeRequest(group_ids=["cg"])
+    described = (await client.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, describe)).groups[0]
+    assert (described.error_code, len(described.members)) == (ErrorCode.NONE, 1)
+    await broker.metadata.alter_acls([], [allow(ResourceType.TOPIC, "a", Op.DESCRIBE)])
+    described = (await client.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, describe)).groups[0]
+    assert (described.group_id, described.error_code, described.members) == ("cg", DENIED, [])
+    assert described.error_message == (
+        "The group has described topic(s) that the client is not authorized to describe."
+    )
 
 
 async def test_producer_ids_and_transactions(secured: tuple[Broker, RawClient]) -> None:
