@@ -70,14 +70,18 @@ pytestmark = [
 ]
 
 HEARTBEAT_INTERVAL_MS = 250
-SESSION_TIMEOUT_MS = 4000
+# Sessions long enough that a member on a loaded machine is not fenced between two heartbeats
+# (which would move partitions the tests expect to stay), except in the test of a session
+# that expires.
+SESSION_TIMEOUT_MS = 15_000
+EXPIRING_SESSION_TIMEOUT_MS = 4000
 # Time for a group to settle after a change: heartbeats, reconciliation, a slow shared machine.
-SETTLE_TIMEOUT_S = 45.0
+SETTLE_TIMEOUT_S = 90.0
 
 Partition = tuple[str, int]
 
 
-def set_group_timeouts(admin: AdminClient, group: str) -> None:
+def set_group_timeouts(admin: AdminClient, group: str, session_timeout_ms: int) -> None:
     """The group's own heartbeat interval and session timeout (GROUP config resource)."""
     resource = ConfigResource(
         ResourceType.GROUP,
@@ -90,7 +94,7 @@ def set_group_timeouts(admin: AdminClient, group: str) -> None:
             ),
             ConfigEntry(
                 "consumer.session.timeout.ms",
-                str(SESSION_TIMEOUT_MS),
+                str(session_timeout_ms),
                 incremental_operation=AlterConfigOpType.SET,
             ),
         ],
@@ -98,9 +102,9 @@ def set_group_timeouts(admin: AdminClient, group: str) -> None:
     admin.incremental_alter_configs([resource])[resource].result(timeout=20)
 
 
-def new_group(admin: AdminClient) -> str:
+def new_group(admin: AdminClient, session_timeout_ms: int = SESSION_TIMEOUT_MS) -> str:
     group = f"compat-cgp-{uuid.uuid4().hex[:10]}"
-    set_group_timeouts(admin, group)
+    set_group_timeouts(admin, group, session_timeout_ms)
     return group
 
 
@@ -280,20 +284,31 @@ def committed(bootstrap: str, group: str, partitions: list[Partition]) -> dict[P
         consumer.close()
 
 
-def balanced(ledger: Ledger, members: list[str], partitions: set[Partition]) -> bool:
-    """Every partition owned, by these members only, in equal shares."""
-    return shared_evenly(ledger.owned(), members, partitions)
-
-
 def shared_evenly(
     owned: dict[str, set[Partition]], members: list[str], partitions: set[Partition]
 ) -> bool:
+    """Every partition owned, by these members only, in equal shares."""
     share = len(partitions) // len(members)
     return (
         set(owned) == set(members)
         and all(len(owned[m]) == share for m in members)
         and set().union(*owned.values()) == partitions
     )
+
+
+def wait_for_even_shares(
+    owned: Callable[[], dict[str, set[Partition]]],
+    members: list[str],
+    partitions: set[Partition],
+    what: str,
+) -> None:
+    """Wait until `members` share `partitions` evenly; on time-out, fail with who owned what."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while not shared_evenly(found := owned(), members, partitions):
+        if time.monotonic() > deadline:
+            shares = {m: sorted(p for _, p in tps) for m, tps in sorted(found.items())}
+            pytest.fail(f"{members} did not share the partitions evenly {what}: {shares}")
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -330,11 +345,7 @@ def test_members_join_and_leave_while_producing(
             stop_members.append(member)
             live.append(member)
             names = [m.name for m in live]
-            wait_until(
-                lambda names=names: balanced(ledger, names, all_partitions),
-                SETTLE_TIMEOUT_S,
-                f"{names} to share the partitions evenly",
-            )
+            wait_for_even_shares(ledger.owned, names, all_partitions, f"after m{n} joined")
             phases.append(f"join m{n}: {time.monotonic() - started:.2f} s")
             assert_only_moved_partitions_revoked(ledger, before, revoked_before)
         for _ in range(3):
@@ -344,11 +355,7 @@ def test_members_join_and_leave_while_producing(
             started = time.monotonic()
             leaving.close()
             names = [m.name for m in live]
-            wait_until(
-                lambda names=names: balanced(ledger, names, all_partitions),
-                SETTLE_TIMEOUT_S,
-                f"{names} to share the partitions evenly after {leaving.name} left",
-            )
+            wait_for_even_shares(ledger.owned, names, all_partitions, f"after {leaving.name} left")
             phases.append(f"leave {leaving.name}: {time.monotonic() - started:.2f} s")
             assert_only_moved_partitions_revoked(ledger, before, revoked_before)
     finally:
@@ -435,7 +442,7 @@ def test_static_member_restart_keeps_its_partitions(
         stop_members.append(
             Member(name, bootstrap, group, [topic], ledger, **{"group.instance.id": name})
         )
-    wait_until(lambda: balanced(ledger, ["a", "b"], all_partitions), SETTLE_TIMEOUT_S, "a and b")
+    wait_for_even_shares(ledger.owned, ["a", "b"], all_partitions, "after a and b joined")
     owned_by_a = ledger.owned()["a"]
     callbacks_of_b = ledger.callbacks["b"]
 
@@ -487,7 +494,7 @@ def test_killed_member_partitions_move_after_its_session(
 ) -> None:
     topic = create_topic(12)
     all_partitions = {(topic, p) for p in range(12)}
-    group = new_group(admin)
+    group = new_group(admin, EXPIRING_SESSION_TIMEOUT_MS)
     ledger = Ledger()
     out = tmp_path / "victim.out"
     with open(out, "w") as stdout:
@@ -521,16 +528,12 @@ def test_killed_member_partitions_move_after_its_session(
     finally:
         victim.kill()
         victim.wait(10)
-    wait_until(
-        lambda: balanced(ledger, ["m1", "m2"], all_partitions),
-        SETTLE_TIMEOUT_S,
-        "the killed member's partitions to go to the others",
-    )
+    wait_for_even_shares(ledger.owned, ["m1", "m2"], all_partitions, "after the kill")
     delays = sorted(ledger.assigned_at[tp] - killed_at for tp in lost)
     print(f"killed member's partitions reassigned {delays[0]:.2f} to {delays[-1]:.2f} s after")
-    # Its session expires SESSION_TIMEOUT_MS after its last heartbeat, at most one interval
+    # Its session expires EXPIRING_SESSION_TIMEOUT_MS after its last heartbeat, at most one interval
     # before the kill: not one of its partitions moves earlier.
-    assert delays[0] >= (SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 1000 - 0.1
+    assert delays[0] >= (EXPIRING_SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 1000 - 0.1
     assert ledger.double_owned == []
 
 
@@ -628,7 +631,7 @@ def group_type(admin: AdminClient, group: str) -> ConsumerGroupType:
 CLASSIC = {
     "group.protocol": "classic",
     "partition.assignment.strategy": "cooperative-sticky",
-    "session.timeout.ms": "6000",
+    "session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "heartbeat.interval.ms": "300",
 }
 
@@ -656,12 +659,11 @@ def test_mixed_group_migrates_online_both_ways(
 
     def settle(members: list[str], what: str, started: float | None = None) -> None:
         started = time.monotonic() if started is None else started
-        wait_until(
-            lambda: shared_evenly(
-                {**ledger.owned(), **(java.owned() if java else {})}, members, all_partitions
-            ),
-            SETTLE_TIMEOUT_S,
-            f"{members} to share the partitions evenly after {what}",
+        wait_for_even_shares(
+            lambda: {**ledger.owned(), **(java.owned() if java else {})},
+            members,
+            all_partitions,
+            f"after {what}",
         )
         figures.append(f"{what}: {time.monotonic() - started:.2f} s")
 

@@ -32,7 +32,7 @@ import org.apache.kafka.common.TopicPartition;
  */
 public final class ConsumerProtocolScenario {
     private static final int PARTITIONS = 12;
-    private static final long SETTLE_MS = 45_000;
+    private static final long SETTLE_MS = 90_000;
 
     /** Partition owners as the members' rebalance listeners report them. */
     static final class Ledger {
