@@ -8,14 +8,15 @@ asked (KIP-430). A heartbeat that names its subscribed topics also needs DESCRIB
 them: Kafka 4.3 answers TOPIC_AUTHORIZATION_FAILED, with no message, before the coordinator
 sees the request, so that a member cannot learn of topics it may not describe. For the same
 reason a described group whose assignments name such a topic is answered
-TOPIC_AUTHORIZATION_FAILED instead.
+TOPIC_AUTHORIZATION_FAILED instead, and a regex subscription matches only the topics the
+principal of the heartbeat that resolves it may describe.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kbroker.authorization import authorize, authorized_operations
+from kbroker.authorization import authorize, authorized_operations, describable_topics
 from kbroker.group.consumer_group import Assignment
 from kbroker.group.consumer_heartbeat import owned_assignment
 from kbroker.group.events import ConsumerHeartbeat
@@ -89,6 +90,7 @@ async def handle_consumer_group_heartbeat(
             client_id=header.client_id or "",
             client_host=CLIENT_HOST.get(),
             client_member_id=version >= FIRST_CLIENT_MEMBER_ID_VERSION,
+            topic_describable=describable_topics(broker),
         )
     )
     return ConsumerGroupHeartbeatResponse(

@@ -410,6 +410,30 @@ async def test_consumer_group_apis_need_describe_on_their_topics(
     )
 
 
+async def test_regex_subscriptions_match_describable_topics_only(
+    secured: tuple[Broker, RawClient],
+) -> None:
+    broker, client = secured
+    await broker.metadata.alter_acls(
+        [allow(ResourceType.GROUP, "cr", Op.READ), allow(ResourceType.TOPIC, "b", Op.DESCRIBE)],
+        [],
+    )
+    join = ConsumerGroupHeartbeatRequest(
+        group_id="cr",
+        member_id="m",
+        member_epoch=0,
+        rebalance_timeout_ms=60_000,
+        subscribed_topic_regex="[ab]",
+        topic_partitions=[],
+    )
+    joined = await client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, join)
+    b = broker.metadata.topic("b")
+    assert b is not None and joined.error_code == ErrorCode.NONE
+    assert [(t.topic_id, t.partitions) for t in joined.assignment.topic_partitions] == [
+        (b.topic_id, [0])
+    ]
+
+
 async def test_producer_ids_and_transactions(secured: tuple[Broker, RawClient]) -> None:
     broker, client = secured
     idempotent = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
