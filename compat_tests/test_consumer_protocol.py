@@ -156,9 +156,10 @@ class Ledger:
 
 
 class Member:
-    """One confluent-kafka consumer (group.protocol=consumer) polled on a thread of its own:
-    it records every record it reads, commits after each batch, and reports its rebalance
-    callbacks to the ledger."""
+    """One confluent-kafka consumer (group.protocol=consumer unless `settings` say otherwise)
+    polled on a thread of its own: it records every record it reads, commits after each batch
+    (counting the commits the broker refused), and reports its rebalance callbacks to the
+    ledger."""
 
     def __init__(
         self,
@@ -226,10 +227,15 @@ class Member:
         finally:
             self._consumer.close()
 
-    def close(self) -> None:
-        """Leave the group (close() sends the leave heartbeat) and wait for the thread."""
+    def stop(self) -> None:
+        """Leave the group (the consumer's close() sends the leave heartbeat) and wait up to a
+        minute for the thread."""
         self._stop.set()
         self._thread.join(60)
+
+    def close(self) -> None:
+        """`stop`, and check that the member closed without an error."""
+        self.stop()
         assert not self._thread.is_alive(), f"{self.name} did not close within 60 s"
         assert not self.errors, f"{self.name}: {self.errors}"
 
@@ -317,9 +323,7 @@ def stop_members() -> Iterator[list[Member]]:
     members: list[Member] = []
     yield members
     for member in members:
-        member._stop.set()
-    for member in members:
-        member._thread.join(60)
+        member.stop()
 
 
 def test_members_join_and_leave_while_producing(
@@ -375,7 +379,8 @@ def test_members_join_and_leave_while_producing(
     print(
         f"{producer.sent} records; {'; '.join(phases)}; revocations per member "
         f"{dict(sorted(ledger.revocations().items()))}; "
-        f"records read twice {sum(len(m.consumed) for m in stop_members) - len(consumed)}"
+        f"records read twice {sum(len(m.consumed) for m in stop_members) - len(consumed)}; "
+        f"commits refused {sum(len(m.commit_errors) for m in stop_members)}"
     )
 
 
