@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kbroker.group.offsets_store import GroupValue, Key, Value
@@ -180,6 +180,10 @@ class ConsumerHeartbeat:
     client_host: str
     # v1+: the client chooses its member id (KIP-1082); v0: the coordinator does on join.
     client_member_id: bool = True
+    # May the member's principal DESCRIBE this topic? None: no authorizer, every topic. The
+    # topics a regex matches are filtered with it, as Kafka 4.3 resolves regexes with the
+    # request's principal.
+    topic_describable: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,6 +108,7 @@ class Harness:
             owned=kw.pop("owned", {} if full else None),
             client_id="client",
             client_host="/127.0.0.1",
+            topic_describable=kw.pop("describable", None),
         )
         assert not kw, kw
         self.token += 1
@@ -272,6 +273,14 @@ def test_regex_subscription_follows_new_topics() -> None:
     assert more is not None and more.assignment is not None
     assert more.assignment[T2] == frozenset({0, 1})
     assert h.group().consumer.regexes["t.*"].topics == {"t", "t2"}
+
+
+def test_regex_matches_only_topics_the_principal_may_describe() -> None:
+    h = Harness()
+    h.topics.table["t2"] = (T2, 2)
+    first = h.heartbeat("a", 0, topics=None, regex="t.*", describable=lambda name: name != "t")
+    assert first is not None and first.assignment == {T2: frozenset({0, 1})}
+    assert h.group().consumer.regexes["t.*"].topics == {"t2"}
 
 
 def test_heartbeats_wait_for_the_records_of_the_one_before() -> None:
