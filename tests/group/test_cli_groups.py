@@ -304,6 +304,15 @@ async def test_list_and_describe_a_consumer_group(broker: Broker) -> None:
         ]
         assert rows[b][5:] == ["2", "/^aud.*/", "audit:0", "audit:0"]
         assert rows[c][5:] == ["3", TOPIC, "-", format_partitions(parts(c, "target"))]
+        # Offsets of a consumer group with members cannot be reset from outside.
+        code, _, err = await run_cli(
+            broker, "reset-offsets", "modern", "--topic", TOPIC, "--to-earliest", "--execute"
+        )
+        assert (code, err.strip()) == (
+            1,
+            "kbroker: error: group 'modern' is Reconciling: offsets can only be changed while "
+            "it has no members",
+        )
     finally:
         await conn.close()
 

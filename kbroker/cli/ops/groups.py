@@ -432,11 +432,15 @@ async def commit_offsets(
     client: KafkaClient,
     group_id: str,
     offsets: Mapping[TopicPartition, int],
-    group_type: str = CLASSIC,
+    group_type: str | None = None,
 ) -> None:
     """Commit ``offsets`` for a group that has no active members (Kafka refuses commits from
-    outside a live group)."""
-    state = (await describe_group(client, group_id, group_type)).state
+    outside a live group). ``group_type``: how to describe the group; found out when None."""
+    if group_type is None:
+        described = await describe_any_group(client, group_id)
+    else:
+        described = await describe_group(client, group_id, group_type)
+    state = described.state
     if state in ACTIVE_STATES:
         raise OpsError(
             f"group {group_id!r} is {state}: offsets can only be changed while it has no members"
