@@ -67,6 +67,7 @@ from kbroker.group.consumer_records import (
     TargetMemberValue,
 )
 from kbroker.group.events import (
+    CONSUMER_GROUP,
     ConsumerHeartbeat,
     Effect,
     GroupConfig,
@@ -232,6 +233,7 @@ class ConsumerGroupProtocol:
     _clock: Callable[[], int]
     _groups: dict[str, Group]
     _new_uuid: Callable[[], str]
+    rebalances: dict[str, int]
 
     if TYPE_CHECKING:
 
@@ -493,9 +495,11 @@ class ConsumerGroupProtocol:
         self._track_revocation(data, reconciled, member, now)
         return reconciled
 
-    @staticmethod
-    def _bump_epoch(group_id: str, data: ConsumerGroupData, records: list[Record]) -> None:
+    def _bump_epoch(self, group_id: str, data: ConsumerGroupData, records: list[Record]) -> None:
+        """A new group epoch: a rebalance. Counted as it is decided, as Kafka records its
+        consumer-group-rebalance sensor next to the epoch record it writes."""
         data.group_epoch += 1
+        self.rebalances[CONSUMER_GROUP] += 1
         records.append(
             (
                 ConsumerGroupKey(GROUP_METADATA, group_id),

@@ -15,6 +15,13 @@ from wire.errors import ErrorCode
 Protocols = tuple[tuple[str, bytes], ...]
 TopicPartition = tuple[str, int]
 
+# Group types as ListGroups v5 names them: the classic protocol, the consumer group protocol
+# (KIP-848) and share groups (KIP-932).
+CLASSIC_GROUP = "classic"
+CONSUMER_GROUP = "consumer"
+SHARE_GROUP = "share"
+GROUP_TYPES = (CLASSIC_GROUP, CONSUMER_GROUP, SHARE_GROUP)
+
 
 class GroupState(enum.Enum):
     EMPTY = "Empty"
@@ -258,5 +265,4 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: GroupState
-    # "classic", "consumer" for the consumer group protocol (KIP-848), "share" (KIP-932).
-    group_type: str = "classic"
+    group_type: str = CLASSIC_GROUP

@@ -420,3 +420,19 @@ def test_random_schedules_never_give_a_partition_to_two_clients(ops: list[Op]) -
         assert h.group().state is GroupState.STABLE
         count = h.topics.table["t"][1]
         assert {p for c in live for p in c.owned.get(T, frozenset())} == set(range(count))
+
+
+def test_group_epoch_bumps_are_counted_as_rebalances() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    assert h.core.rebalances == {"classic": 0, "consumer": 2, "share": 0}
+    # Reconciling to the new target and plain heartbeats do not bump the group epoch.
+    asked = h.heartbeat("a", 1)
+    h.heartbeat("a", 1, owned={T: frozenset(parts(asked) or ())})
+    h.heartbeat("b", 2)
+    assert h.core.rebalances["consumer"] == 2
+    h.heartbeat("b", -1)
+    h.tick(45_001)
+    assert not h.group().consumer.members
+    assert h.core.rebalances["consumer"] == 4
