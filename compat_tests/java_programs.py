@@ -27,6 +27,7 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from compat_tests.support import require
 
@@ -165,9 +166,9 @@ class JavaPrograms:
         assert result.returncode == 0, f"javac failed:\n{result.stderr}"
         return cls(build_dir, f"{client.compile_path}:{runtime}:{build_dir}", client)
 
-    def start(self, main: str, *args: str) -> subprocess.Popen[str]:
-        """Start class `main` with `args` in the background (stdout and stderr piped); the
-        caller waits for it or kills it."""
+    def command(self, main: str, *args: str) -> tuple[list[str], Path]:
+        """The command line that runs class `main` with `args`, and the file its request log
+        goes to (one per run)."""
         self._runs += 1
         request_log = self.build_dir / f"requests-{self._runs}-{main}.log"
         command = [
@@ -180,22 +181,19 @@ class JavaPrograms:
             main,
             *args,
         ]
-        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return command, request_log
+
+    def start(
+        self, main: str, *args: str, stdout: IO[str], stderr: IO[str]
+    ) -> subprocess.Popen[str]:
+        """Start class `main` with `args` in the background, for programs a test drives while
+        they run (the caller waits for it and reads what it wrote)."""
+        command, _ = self.command(main, *args)
+        return subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True)
 
     def run(self, main: str, *args: str, timeout: float = 240.0) -> JavaRun:
         """Run class `main` with `args`; its request log goes to a file of its own."""
-        self._runs += 1
-        request_log = self.build_dir / f"requests-{self._runs}-{main}.log"
-        command = [
-            "java",
-            "-Xmx256m",
-            f"-Dlog4j2.configurationFile={SOURCES / 'log4j2.properties'}",
-            f"-Dkbroker.requestLog={request_log}",
-            "-cp",
-            self.classpath,
-            main,
-            *args,
-        ]
+        command, request_log = self.command(main, *args)
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         log_text = request_log.read_text() if request_log.exists() else ""
         requests = request_versions(log_text)

@@ -242,19 +242,23 @@ def java_share(tmp_path_factory: pytest.TempPathFactory) -> JavaPrograms:
 
 
 @pytest.fixture
-def java_process(java_share: JavaPrograms) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+def java_process(
+    java_share: JavaPrograms, tmp_path: Path
+) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start a Java program writing to tmp_path/java.out and java.err; killed at the end."""
     started: list[subprocess.Popen[str]] = []
+    with open(tmp_path / "java.out", "w") as out, open(tmp_path / "java.err", "w") as err:
 
-    def start(*args: str) -> subprocess.Popen[str]:
-        process = java_share.start("ShareScenario", *args)
-        started.append(process)
-        return process
+        def start(*args: str) -> subprocess.Popen[str]:
+            process = java_share.start("ShareScenario", *args, stdout=out, stderr=err)
+            started.append(process)
+            return process
 
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        yield start
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def test_mixed_java_and_python_share_consumers(
@@ -262,6 +266,7 @@ def test_mixed_java_and_python_share_consumers(
     create_topic: Callable[..., str],
     share_group: Callable[..., str],
     java_process: Callable[..., subprocess.Popen[str]],
+    tmp_path: Path,
 ) -> None:
     require(JAVA_CLIENT_43.clients_jar.is_file(), "Kafka 4.3's Java client is missing")
     topic = create_topic(1)
@@ -288,8 +293,9 @@ def test_mixed_java_and_python_share_consumers(
             await c.close()
 
     run(scenario())
-    out, err = java.communicate(timeout=120)
-    assert java.returncode == 0, err[-4000:]
+    java.wait(timeout=120)
+    out = (tmp_path / "java.out").read_text()
+    assert java.returncode == 0, (tmp_path / "java.err").read_text()[-4000:]
     java_acked = [int(line.split()[1]) for line in out.splitlines() if line.startswith("acked ")]
     python_acked = list(tally.accepted.elements())
     assert tally.failed == []

@@ -5,8 +5,9 @@ changes them, over the Kafka protocol (kbroker or any broker with share groups).
   the states given (all with ``--state all``).
 - ``describe GROUP``: per partition the share-partition start offset and the lag (records
   not yet acknowledged or archived, KIP-1226), with ``--verbose`` the leader epoch;
-  ``--members``: each member's id, host, client id and assignment; ``--state``: the
-  coordinator, state, epochs and member count.
+  ``--members``: each member's id, host, client id and assignment (``--verbose``: its
+  epoch); ``--state``: the coordinator, state and member count (``--verbose``: the group
+  and assignment epochs).
 - ``reset-offsets GROUP``: the start offsets to the earliest or latest offset, or the first
   at or after a time, for some topics or all the group has; a plan unless ``--execute``
   (the group must have no members).
@@ -98,6 +99,7 @@ async def _describe(args: argparse.Namespace, client: KafkaClient) -> int:
             "group": args.group,
             "state": described.state,
             "group_epoch": described.epoch,
+            "assignment_epoch": described.assignment_epoch,
             "members": len(described.members),
         }
         if args.json:
@@ -105,20 +107,12 @@ async def _describe(args: argparse.Namespace, client: KafkaClient) -> int:
             return EXIT_OK
         node = next((n for n, a in client.brokers.items() if a == address), -1)
         host, port = address or ("?", -1)
-        print(
-            table(
-                ("GROUP", "COORDINATOR (ID)", "STATE", "GROUP-EPOCH", "#MEMBERS"),
-                [
-                    (
-                        args.group,
-                        f"{host}:{port}  ({node})",
-                        described.state,
-                        described.epoch,
-                        len(described.members),
-                    )
-                ],
-            )
-        )
+        headers = ["GROUP", "COORDINATOR (ID)", "STATE"]
+        row: list[object] = [args.group, f"{host}:{port}  ({node})", described.state]
+        if args.verbose:
+            headers += ["GROUP-EPOCH", "ASSIGNMENT-EPOCH"]
+            row += [described.epoch, described.assignment_epoch]
+        print(table([*headers, "#MEMBERS"], [[*row, len(described.members)]]))
         return EXIT_OK
     offsets = await ops.share_offsets(client, args.group)
     if args.json:
