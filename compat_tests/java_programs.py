@@ -143,20 +143,22 @@ class JavaPrograms:
         self._runs = 0
 
     @classmethod
-    def compile(cls, build_dir: Path, client: JavaClient = JAVA_CLIENT_39) -> JavaPrograms:
-        """javac every source of compat_tests/jvm into `build_dir` against `client` (fails
-        or skips, see `require`, when the JDK or the jars are missing)."""
+    def compile(
+        cls, build_dir: Path, client: JavaClient = JAVA_CLIENT_39, sources: Path = SOURCES
+    ) -> JavaPrograms:
+        """javac every source of `sources` (compat_tests/jvm) into `build_dir` against
+        `client` (fails or skips, see `require`, when the JDK or the jars are missing)."""
         javac = shutil.which("javac")
         require(javac is not None, "javac is not installed (apt-get install default-jdk-headless)")
         for jar in (client.clients_jar, client.streams_jar):
             require(jar.is_file(), f"{jar} is missing (see its folder's README.md)")
         runtime = client.runtime_path()
         assert javac is not None
-        sources = sorted(str(p) for p in SOURCES.glob("*.java"))
+        files = sorted(str(p) for p in sources.glob("*.java"))
         result = subprocess.run(
             # -Xlint:-removal: 4.3 deprecates for removal some admin APIs 3.9 has no
             # replacement for (listConsumerGroups, ConsumerGroupState).
-            [javac, "-Xlint:-removal", "-d", str(build_dir), "-cp", client.compile_path, *sources],
+            [javac, "-Xlint:-removal", "-d", str(build_dir), "-cp", client.compile_path, *files],
             capture_output=True,
             text=True,
             timeout=180,
