@@ -548,7 +548,7 @@ class GroupCoordinator:
         self._wake.set()
         if error != ErrorCode.NONE:
             return dict.fromkeys(offsets, error)
-        errors, accepted = self._check_offsets(offsets)
+        errors, accepted = self._check_offsets(group_id, member_id, generation_id, offsets)
         if not accepted:
             return errors
         commit = _PendingCommit(group_id, frozenset(accepted))
@@ -572,10 +572,14 @@ class GroupCoordinator:
         return errors
 
     def _check_offsets(
-        self, offsets: dict[TopicPartition, OffsetValue]
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetValue],
     ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetValue]]:
-        """Per partition: UNKNOWN_TOPIC_OR_PARTITION or OFFSET_METADATA_TOO_LARGE; the offsets
-        that pass."""
+        """Per partition: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, or the
+        consumer group member's epoch error; the offsets that pass."""
         errors: dict[TopicPartition, ErrorCode] = {}
         accepted: dict[TopicPartition, OffsetValue] = {}
         metadata = self._broker.metadata
@@ -587,7 +591,9 @@ class GroupCoordinator:
             errors[tp] = self.core.check_offset_metadata(value.metadata)
             if errors[tp] == ErrorCode.NONE:
                 accepted[tp] = value
-        return errors, accepted
+        refused = self.core.refused_partitions(group_id, member_id, generation_id, accepted)
+        errors.update(refused)
+        return errors, {tp: v for tp, v in accepted.items() if tp not in refused}
 
     async def commit_txn_offsets(
         self,
@@ -607,7 +613,7 @@ class GroupCoordinator:
         error = self.core.validate_txn_commit(group_id, member_id, group_instance_id, generation_id)
         if error != ErrorCode.NONE:
             return dict.fromkeys(offsets, error)
-        errors, accepted = self._check_offsets(offsets)
+        errors, accepted = self._check_offsets(group_id, member_id, generation_id, offsets)
         if not accepted:
             return errors
         producer = TxnProducer(producer_id, producer_epoch)

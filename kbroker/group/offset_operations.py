@@ -25,6 +25,9 @@ from kbroker.group.model import Group
 from kbroker.group.offsets_store import NO_TIMESTAMP, GroupKey, OffsetKey, OffsetValue
 from wire.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from kbroker.group.consumer_heartbeat import TopicsView
+
 # OffsetCommit v9 is the first a member of a consumer group (KIP-848) may use.
 FIRST_MEMBER_EPOCH_COMMIT_VERSION = 9
 
@@ -37,6 +40,7 @@ class GroupOffsets:
     _groups: dict[str, Group]
 
     if TYPE_CHECKING:
+        _topics: TopicsView
 
         def partition_for(self, group_id: str) -> int: ...
 
@@ -60,7 +64,9 @@ class GroupOffsets:
     ) -> ErrorCode:
         """Whether an OffsetCommit (of API ``version``) may proceed. Generation -1 without a
         member id is a commit from a consumer that does not use group membership ("simple"
-        commit): allowed while the group is Empty, and it creates the group if there is none."""
+        commit): allowed while the group is Empty, and it creates the group if there is none.
+        A consumer group member's commit at an older epoch proceeds only for the partitions
+        ``refused_partitions`` lets through."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         error = self.coordinator_error(group_id)
@@ -129,6 +135,31 @@ class GroupOffsets:
         if generation_id >= 0 and generation_id != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
+
+    def refused_partitions(
+        self, group_id: str, member_id: str, member_epoch: int, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """The partitions that an OffsetCommit or TxnOffsetCommit, once validated, may not
+        commit: in a consumer group, a commit at an older member epoch than the member's (its
+        heartbeat answer is on its way, or it is a zombie) is accepted, as in Kafka 4.3, only for
+        the partitions the member has or is revoking and already had at that epoch. The others
+        get STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for a classic member)."""
+        group = self._groups.get(group_id)
+        if group is None or group.consumer is None:
+            return {}
+        member = group.consumer.members.get(member_id)
+        if member is None or member_epoch >= member.member_epoch:
+            return {}
+        error = (
+            ErrorCode.STALE_MEMBER_EPOCH if member.classic is None else ErrorCode.ILLEGAL_GENERATION
+        )
+        refused: dict[TopicPartition, ErrorCode] = {}
+        for tp in partitions:
+            spec = self._topics.topic(tp[0])
+            assigned_at = None if spec is None else member.assignment_epoch(spec.topic_id, tp[1])
+            if assigned_at is None or assigned_at > member_epoch:
+                refused[tp] = error
+        return refused
 
     def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """OffsetFetch v9+ names the member asking (KIP-848): in a consumer group it must be a
@@ -355,8 +386,9 @@ def _consumer_member_check(
 ) -> ErrorCode:
     """An offset commit to a consumer group (Kafka's ConsumerGroup.validateOffsetCommit):
     without a member epoch only while the group has no member; otherwise from a member at
-    its current epoch, with OffsetCommit v9+ unless it uses the classic protocol (``version``
-    None: a TxnOffsetCommit)."""
+    its current epoch or an older one (then checked per partition by ``refused_partitions``),
+    with OffsetCommit v9+ unless it uses the classic protocol (``version`` None: a
+    TxnOffsetCommit)."""
     data = group.consumer
     assert data is not None
     if member_epoch < 0 and not data.members:
@@ -370,6 +402,8 @@ def _consumer_member_check(
         and version < FIRST_MEMBER_EPOCH_COMMIT_VERSION
     ):
         return ErrorCode.UNSUPPORTED_VERSION
+    if member_epoch < member.member_epoch:
+        return ErrorCode.NONE
     return _epoch_check(member, member_epoch)
 
 
