@@ -1,0 +1,116 @@
+"""Offset commits of a consumer group member at an older member epoch (KIP-848), checked per
+partition against the epoch at which the member got each partition, as Kafka 4.3 does
+(ConsumerGroup.validateOffsetCommit and its assignment epoch validator)."""
+
+from __future__ import annotations
+
+from kbroker.group.consumer_group import ConsumerMember, MemberState
+from tests.group.test_consumer_heartbeat import G, Harness, T, _replayed
+from wire.errors import ErrorCode as E
+
+
+def _commit(h: Harness, member_id: str, epoch: int, partitions: set[int]) -> dict[int, E]:
+    """The error of each partition of an OffsetCommit v9 by ``member_id`` at ``epoch``, as the
+    coordinator answers it: the request's error for all, else each partition's."""
+    error = h.core.validate_commit(G, member_id, None, epoch, 9)
+    if error != E.NONE:
+        return dict.fromkeys(partitions, error)
+    refused = h.core.refused_partitions(G, member_id, epoch, [("t", p) for p in partitions])
+    return {p: refused.get(("t", p), E.NONE) for p in partitions}
+
+
+def _member(h: Harness, member_id: str) -> ConsumerMember:
+    member: ConsumerMember = h.group().consumer.members[member_id]
+    return member
+
+
+def _a_keeps_two_then_gets_two_more() -> tuple[Harness, set[int], set[int]]:
+    """a owns all four partitions at epoch 1; b joins (epoch 2), a revokes two and keeps two
+    (still assigned at epoch 1); b leaves (epoch 3) and a gets the two back at epoch 3."""
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    asked = h.heartbeat("a", 1)
+    assert asked is not None and asked.assignment is not None
+    kept = set(asked.assignment[T])
+    h.heartbeat("a", 1, owned={T: frozenset(kept)})
+    assert _member(h, "a").member_epoch == 2
+    h.heartbeat("b", 2)
+    assert h.heartbeat("b", -1) is not None
+    back = h.heartbeat("a", 2)
+    assert back is not None and back.member_epoch == 3
+    assert back.assignment is not None and set(back.assignment[T]) == {0, 1, 2, 3}
+    return h, kept, {0, 1, 2, 3} - kept
+
+
+def test_reconciliation_keeps_the_epoch_a_partition_was_assigned_at() -> None:
+    h, kept, new = _a_keeps_two_then_gets_two_more()
+    a = _member(h, "a")
+    assert {p: a.assignment_epoch(T, p) for p in kept} == dict.fromkeys(kept, 1)
+    assert {p: a.assignment_epoch(T, p) for p in new} == dict.fromkeys(new, 3)
+
+
+def test_a_commit_at_an_older_epoch_is_checked_per_partition() -> None:
+    h, kept, new = _a_keeps_two_then_gets_two_more()
+    # The current epoch: every partition.
+    assert _commit(h, "a", 3, kept | new) == dict.fromkeys(kept | new, E.NONE)
+    # Epoch 2: the partitions a had since epoch 1 pass, those it got at epoch 3 do not.
+    assert _commit(h, "a", 2, kept | new) == {
+        **dict.fromkeys(kept, E.NONE),
+        **dict.fromkeys(new, E.STALE_MEMBER_EPOCH),
+    }
+    assert _commit(h, "a", 1, kept) == dict.fromkeys(kept, E.NONE)
+    # A newer epoch than the member's: the whole request.
+    assert _commit(h, "a", 4, kept) == dict.fromkeys(kept, E.STALE_MEMBER_EPOCH)
+    # TxnOffsetCommit takes the same per-partition check.
+    assert h.core.validate_txn_commit(G, "a", None, 2) == E.NONE
+
+
+def test_a_partition_the_member_does_not_own_is_refused_at_an_older_epoch() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    asked = h.heartbeat("a", 1)
+    assert asked is not None and asked.assignment is not None
+    kept = set(asked.assignment[T])
+    h.heartbeat("a", 1, owned={T: frozenset(kept)})
+    got = h.heartbeat("b", 2)
+    assert got is not None and got.assignment is not None
+    moved = set(got.assignment[T])
+    # a's commit at epoch 1 (a zombie's, or sent before its epoch 2 answer): what a kept
+    # passes, what b now owns does not; a partition of a topic that does not exist neither.
+    assert _commit(h, "a", 1, kept | moved) == {
+        **dict.fromkeys(kept, E.NONE),
+        **dict.fromkeys(moved, E.STALE_MEMBER_EPOCH),
+    }
+    assert h.core.refused_partitions(G, "a", 1, [("nope", 0)]) == {
+        ("nope", 0): E.STALE_MEMBER_EPOCH
+    }
+
+
+def test_partitions_pending_revocation_keep_their_epoch() -> None:
+    h, kept, new = _a_keeps_two_then_gets_two_more()
+    h.heartbeat("c", 0)
+    h.heartbeat("a", 3)
+    a = _member(h, "a")
+    assert a.state is MemberState.UNREVOKED_PARTITIONS and a.member_epoch == 3
+    revoking = set(a.pending_revocation[T])
+    assert revoking
+    # At epoch 2, a partition being revoked passes if a had it since epoch 1.
+    assert _commit(h, "a", 2, revoking) == {
+        p: E.NONE if p in kept else E.STALE_MEMBER_EPOCH for p in revoking
+    }
+
+
+def test_the_epochs_survive_a_coordinator_failover() -> None:
+    h, kept, new = _a_keeps_two_then_gets_two_more()
+    other = Harness()
+    other.core.unload(0)
+    other.core.begin_load(0)
+    other.core.complete_load(0, _replayed(h.stored))
+    a = other.core._groups[G].consumer.members["a"]
+    assert a == _member(h, "a")
+    assert _commit(other, "a", 2, kept | new) == {
+        **dict.fromkeys(kept, E.NONE),
+        **dict.fromkeys(new, E.STALE_MEMBER_EPOCH),
+    }
