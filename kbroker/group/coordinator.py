@@ -578,8 +578,9 @@ class GroupCoordinator:
         generation_id: int,
         offsets: dict[TopicPartition, OffsetValue],
     ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetValue]]:
-        """Per partition: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, or the
-        consumer group member's epoch error; the offsets that pass."""
+        """Per partition: UNKNOWN_TOPIC_OR_PARTITION or OFFSET_METADATA_TOO_LARGE; the offsets
+        that pass. A consumer group member's commit at an older epoch that may not commit one
+        of them commits none: every partition of a known topic gets the epoch error."""
         errors: dict[TopicPartition, ErrorCode] = {}
         accepted: dict[TopicPartition, OffsetValue] = {}
         metadata = self._broker.metadata
@@ -591,9 +592,11 @@ class GroupCoordinator:
             errors[tp] = self.core.check_offset_metadata(value.metadata)
             if errors[tp] == ErrorCode.NONE:
                 accepted[tp] = value
-        refused = self.core.refused_partitions(group_id, member_id, generation_id, accepted)
-        errors.update(refused)
-        return errors, {tp: v for tp, v in accepted.items() if tp not in refused}
+        error = self.core.assignment_epoch_error(group_id, member_id, generation_id, accepted)
+        if error != ErrorCode.NONE:
+            unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return {tp: unknown if e == unknown else error for tp, e in errors.items()}, {}
+        return errors, accepted
 
     async def commit_txn_offsets(
         self,

@@ -66,7 +66,7 @@ class GroupOffsets:
         member id is a commit from a consumer that does not use group membership ("simple"
         commit): allowed while the group is Empty, and it creates the group if there is none.
         A consumer group member's commit at an older epoch proceeds only for the partitions
-        ``refused_partitions`` lets through."""
+        ``assignment_epoch_error`` lets through."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         error = self.coordinator_error(group_id)
@@ -136,30 +136,32 @@ class GroupOffsets:
             return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
-    def refused_partitions(
+    def assignment_epoch_error(
         self, group_id: str, member_id: str, member_epoch: int, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, ErrorCode]:
-        """The partitions that an OffsetCommit or TxnOffsetCommit, once validated, may not
-        commit: in a consumer group, a commit at an older member epoch than the member's (its
-        heartbeat answer is on its way, or it is a zombie) is accepted, as in Kafka 4.3, only for
-        the partitions the member has or is revoking and already had at that epoch. The others
-        get STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for a classic member)."""
+    ) -> ErrorCode:
+        """Whether an OffsetCommit or TxnOffsetCommit, once validated, may commit
+        ``partitions``: in a consumer group, a commit at an older member epoch than the
+        member's (its heartbeat answer is on its way, or it is a zombie) is accepted, as in
+        Kafka 4.3, only if the member has or is revoking every partition and already had it at
+        that epoch. Otherwise STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for a classic member),
+        which Kafka 4.3 answers for the whole request: one partition refused fails the commit
+        (Kafka 4.3 answered so to the same requests)."""
         group = self._groups.get(group_id)
         if group is None or group.consumer is None:
-            return {}
+            return ErrorCode.NONE
         member = group.consumer.members.get(member_id)
         if member is None or member_epoch >= member.member_epoch:
-            return {}
-        error = (
-            ErrorCode.STALE_MEMBER_EPOCH if member.classic is None else ErrorCode.ILLEGAL_GENERATION
-        )
-        refused: dict[TopicPartition, ErrorCode] = {}
-        for tp in partitions:
-            spec = self._topics.topic(tp[0])
-            assigned_at = None if spec is None else member.assignment_epoch(spec.topic_id, tp[1])
+            return ErrorCode.NONE
+        for topic, partition in partitions:
+            spec = self._topics.topic(topic)
+            assigned_at = (
+                None if spec is None else member.assignment_epoch(spec.topic_id, partition)
+            )
             if assigned_at is None or assigned_at > member_epoch:
-                refused[tp] = error
-        return refused
+                if member.classic is not None:
+                    return ErrorCode.ILLEGAL_GENERATION
+                return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
 
     def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """OffsetFetch v9+ names the member asking (KIP-848): in a consumer group it must be a
@@ -386,7 +388,7 @@ def _consumer_member_check(
 ) -> ErrorCode:
     """An offset commit to a consumer group (Kafka's ConsumerGroup.validateOffsetCommit):
     without a member epoch only while the group has no member; otherwise from a member at
-    its current epoch or an older one (then checked per partition by ``refused_partitions``),
+    its current epoch or an older one (then checked per partition by ``assignment_epoch_error``),
     with OffsetCommit v9+ unless it uses the classic protocol (``version`` None: a
     TxnOffsetCommit)."""
     data = group.consumer

@@ -1,6 +1,7 @@
-"""Offset commits of a consumer group member at an older member epoch (KIP-848), checked per
-partition against the epoch at which the member got each partition, as Kafka 4.3 does
-(ConsumerGroup.validateOffsetCommit and its assignment epoch validator)."""
+"""Offset commits of a consumer group member at an older member epoch (KIP-848), checked
+against the epoch at which the member got each partition, as Kafka 4.3 does
+(ConsumerGroup.validateOffsetCommit and its assignment epoch validator): one partition the
+member may not commit at that epoch fails the whole commit."""
 
 from __future__ import annotations
 
@@ -9,14 +10,12 @@ from tests.group.test_consumer_heartbeat import G, Harness, T, _replayed
 from wire.errors import ErrorCode as E
 
 
-def _commit(h: Harness, member_id: str, epoch: int, partitions: set[int]) -> dict[int, E]:
-    """The error of each partition of an OffsetCommit v9 by ``member_id`` at ``epoch``, as the
-    coordinator answers it: the request's error for all, else each partition's."""
+def _commit(h: Harness, member_id: str, epoch: int, partitions: set[int]) -> E:
+    """The error of an OffsetCommit v9 by ``member_id`` at ``epoch`` of topic t."""
     error = h.core.validate_commit(G, member_id, None, epoch, 9)
     if error != E.NONE:
-        return dict.fromkeys(partitions, error)
-    refused = h.core.refused_partitions(G, member_id, epoch, [("t", p) for p in partitions])
-    return {p: refused.get(("t", p), E.NONE) for p in partitions}
+        return error
+    return h.core.assignment_epoch_error(G, member_id, epoch, [("t", p) for p in partitions])
 
 
 def _member(h: Harness, member_id: str) -> ConsumerMember:
@@ -52,17 +51,16 @@ def test_reconciliation_keeps_the_epoch_a_partition_was_assigned_at() -> None:
 
 def test_a_commit_at_an_older_epoch_is_checked_per_partition() -> None:
     h, kept, new = _a_keeps_two_then_gets_two_more()
-    # The current epoch: every partition.
-    assert _commit(h, "a", 3, kept | new) == dict.fromkeys(kept | new, E.NONE)
-    # Epoch 2: the partitions a had since epoch 1 pass, those it got at epoch 3 do not.
-    assert _commit(h, "a", 2, kept | new) == {
-        **dict.fromkeys(kept, E.NONE),
-        **dict.fromkeys(new, E.STALE_MEMBER_EPOCH),
-    }
-    assert _commit(h, "a", 1, kept) == dict.fromkeys(kept, E.NONE)
-    # A newer epoch than the member's: the whole request.
-    assert _commit(h, "a", 4, kept) == dict.fromkeys(kept, E.STALE_MEMBER_EPOCH)
-    # TxnOffsetCommit takes the same per-partition check.
+    assert _commit(h, "a", 3, kept | new) == E.NONE
+    # Epoch 2: the partitions a had since epoch 1 may be committed, not those it got at 3,
+    # and one of those fails the whole commit.
+    assert _commit(h, "a", 2, kept) == E.NONE
+    assert _commit(h, "a", 1, kept) == E.NONE
+    assert _commit(h, "a", 2, new) == E.STALE_MEMBER_EPOCH
+    assert _commit(h, "a", 2, kept | new) == E.STALE_MEMBER_EPOCH
+    # A newer epoch than the member's.
+    assert _commit(h, "a", 4, kept) == E.STALE_MEMBER_EPOCH
+    # TxnOffsetCommit takes the same check.
     assert h.core.validate_txn_commit(G, "a", None, 2) == E.NONE
 
 
@@ -79,13 +77,11 @@ def test_a_partition_the_member_does_not_own_is_refused_at_an_older_epoch() -> N
     moved = set(got.assignment[T])
     # a's commit at epoch 1 (a zombie's, or sent before its epoch 2 answer): what a kept
     # passes, what b now owns does not; a partition of a topic that does not exist neither.
-    assert _commit(h, "a", 1, kept | moved) == {
-        **dict.fromkeys(kept, E.NONE),
-        **dict.fromkeys(moved, E.STALE_MEMBER_EPOCH),
-    }
-    assert h.core.refused_partitions(G, "a", 1, [("nope", 0)]) == {
-        ("nope", 0): E.STALE_MEMBER_EPOCH
-    }
+    assert _commit(h, "a", 1, kept) == E.NONE
+    assert _commit(h, "a", 1, moved) == E.STALE_MEMBER_EPOCH
+    assert h.core.assignment_epoch_error(G, "a", 1, [("nope", 0)]) == E.STALE_MEMBER_EPOCH
+    # b got its partitions at epoch 2: not at epoch 1.
+    assert _commit(h, "b", 1, moved) == E.STALE_MEMBER_EPOCH
 
 
 def test_partitions_pending_revocation_keep_their_epoch() -> None:
@@ -97,9 +93,8 @@ def test_partitions_pending_revocation_keep_their_epoch() -> None:
     revoking = set(a.pending_revocation[T])
     assert revoking
     # At epoch 2, a partition being revoked passes if a had it since epoch 1.
-    assert _commit(h, "a", 2, revoking) == {
-        p: E.NONE if p in kept else E.STALE_MEMBER_EPOCH for p in revoking
-    }
+    for p in revoking:
+        assert _commit(h, "a", 2, {p}) == (E.NONE if p in kept else E.STALE_MEMBER_EPOCH)
 
 
 def test_the_epochs_survive_a_coordinator_failover() -> None:
@@ -110,7 +105,5 @@ def test_the_epochs_survive_a_coordinator_failover() -> None:
     other.core.complete_load(0, _replayed(h.stored))
     a = other.core._groups[G].consumer.members["a"]
     assert a == _member(h, "a")
-    assert _commit(other, "a", 2, kept | new) == {
-        **dict.fromkeys(kept, E.NONE),
-        **dict.fromkeys(new, E.STALE_MEMBER_EPOCH),
-    }
+    assert _commit(other, "a", 2, kept) == E.NONE
+    assert _commit(other, "a", 2, new) == E.STALE_MEMBER_EPOCH
