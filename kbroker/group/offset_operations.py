@@ -123,6 +123,11 @@ class GroupOffsets:
             self._groups[group_id] = Group(group_id, GroupState.EMPTY, self._clock())
             return ErrorCode.NONE
         if group.consumer is not None:
+            if generation_id == -1 and not member_id and group_instance_id is None:
+                # A producer that sends no consumer group metadata (Java's
+                # sendOffsetsToTransaction(offsets, groupId)): Kafka 4.3's
+                # ConsumerGroup.validateOffsetCommit lets a transactional commit through.
+                return ErrorCode.NONE
             return _consumer_member_check(group, member_id, generation_id, None)
         if group.share is not None:
             return ErrorCode.GROUP_ID_NOT_FOUND

@@ -107,3 +107,14 @@ def test_the_epochs_survive_a_coordinator_failover() -> None:
     assert a == _member(h, "a")
     assert _commit(other, "a", 2, kept) == E.NONE
     assert _commit(other, "a", 2, new) == E.STALE_MEMBER_EPOCH
+
+
+def test_a_transactional_commit_without_member_passes_a_group_with_members() -> None:
+    """Kafka 4.3 lets a TxnOffsetCommit with generation -1, no member id and no instance id
+    through a consumer group that has members; an OffsetCommit without member is refused."""
+    h = Harness()
+    h.heartbeat("a", 0)
+    assert h.core.validate_txn_commit(G, "", None, -1) == E.NONE
+    assert h.core.assignment_epoch_error(G, "", -1, [("t", 0)]) == E.NONE
+    assert h.core.validate_txn_commit(G, "", "i-1", -1) == E.UNKNOWN_MEMBER_ID
+    assert h.core.validate_commit(G, "", None, -1, 9) == E.UNKNOWN_MEMBER_ID
