@@ -79,9 +79,27 @@ class ConsumerMember:
     pending_revocation: Assignment = field(default_factory=dict)
     # Set for a member that uses the classic protocol.
     classic: ClassicMembership | None = None
+    # (topic id, partition) -> the member epoch at which the member got the partition, for the
+    # partitions it owns (assigned or pending revocation). Kafka 4.3 keeps these to accept an
+    # offset commit at an older member epoch for a partition the member already had then.
+    assignment_epochs: Mapping[tuple[TopicId, int], int] = field(default_factory=dict)
 
     def reconciled_to(self, epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == epoch
+
+    def owns(self, topic_id: TopicId, partition: int) -> bool:
+        """Whether the partition is assigned to the member or pending its revocation."""
+        return partition in self.assigned.get(
+            topic_id, frozenset()
+        ) or partition in self.pending_revocation.get(topic_id, frozenset())
+
+    def assignment_epoch(self, topic_id: TopicId, partition: int) -> int | None:
+        """The epoch at which the member got a partition it owns; None if it does not own it.
+        A partition without a recorded epoch counts as assigned at the member epoch, the
+        default Kafka 4.3 takes for an assignment record written without the epochs."""
+        if not self.owns(topic_id, partition):
+            return None
+        return self.assignment_epochs.get((topic_id, partition), max(0, self.member_epoch))
 
     def with_epoch(self, epoch: int, **changes: object) -> ConsumerMember:
         """This member at ``epoch``, the current one becoming the previous one."""
@@ -255,20 +273,41 @@ def reconcile(
         if free:
             to_assign[topic_id] = frozenset(free)
     if revoke and _still_owns(owned, revoke):
-        # The member keeps its epoch until it has revoked what the target took from it.
+        # The member keeps its epoch until it has revoked what the target took from it; the
+        # partitions it keeps or revokes keep the epochs they were assigned at.
         return replace(
             member,
             state=MemberState.UNREVOKED_PARTITIONS,
             assigned=keep,
             pending_revocation=revoke,
+            assignment_epochs=owned_epochs(member, keep, revoke),
         )
     assigned = dict(keep)
+    epochs = owned_epochs(member, keep)
     for topic_id, partitions in to_assign.items():
         assigned[topic_id] = assigned.get(topic_id, frozenset()) | partitions
+        # A partition new to the member is stamped with the epoch it moves to.
+        epochs.update(((topic_id, p), target_epoch) for p in partitions)
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-    if member.member_epoch == target_epoch:
-        return replace(member, state=state, assigned=assigned, pending_revocation={})
-    return member.with_epoch(target_epoch, state=state, assigned=assigned, pending_revocation={})
+    if member.member_epoch != target_epoch:
+        member = member.with_epoch(target_epoch)
+    return replace(
+        member, state=state, assigned=assigned, pending_revocation={}, assignment_epochs=epochs
+    )
+
+
+def owned_epochs(
+    member: ConsumerMember, *assignments: Assignment
+) -> dict[tuple[TopicId, int], int]:
+    """The assignment epochs of the partitions in ``assignments``, all owned by ``member``."""
+    epochs: dict[tuple[TopicId, int], int] = {}
+    for assignment in assignments:
+        for topic_id, partitions in assignment.items():
+            for p in partitions:
+                epoch = member.assignment_epoch(topic_id, p)
+                assert epoch is not None
+                epochs[(topic_id, p)] = epoch
+    return epochs
 
 
 def _still_owns(owned: Assignment | None, revoking: Assignment) -> bool:

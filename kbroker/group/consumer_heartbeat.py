@@ -46,6 +46,7 @@ from kbroker.group.consumer_group import (
     ResolvedRegex,
     TopicId,
     is_subset,
+    owned_epochs,
     reconcile,
 )
 from kbroker.group.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
@@ -209,13 +210,35 @@ def sorted_assignment(assignment: Assignment) -> dict[TopicId, tuple[int, ...]]:
 
 
 def assignment_value(member: ConsumerMember) -> CurrentAssignmentValue:
+    assigned = sorted_assignment(member.assigned)
+    pending = sorted_assignment(member.pending_revocation)
+    epochs = owned_epochs(member, member.assigned, member.pending_revocation)
     return CurrentAssignmentValue(
         member.member_epoch,
         member.previous_member_epoch,
         int(member.state),
-        sorted_assignment(member.assigned),
-        sorted_assignment(member.pending_revocation),
+        assigned,
+        pending,
+        {t: tuple(epochs[(t, p)] for p in indexes) for t, indexes in assigned.items()},
+        {t: tuple(epochs[(t, p)] for p in indexes) for t, indexes in pending.items()},
     )
+
+
+def loaded_assignment_epochs(
+    current: CurrentAssignmentValue,
+) -> dict[tuple[TopicId, int], int]:
+    """A member's assignment epochs from its record; a topic recorded without them takes the
+    member epoch (floored at 0), as Kafka 4.3 loads such a record."""
+    default = max(0, current.member_epoch)
+    epochs: dict[tuple[TopicId, int], int] = {}
+    for partitions, recorded in (
+        (current.assigned, current.assigned_epochs),
+        (current.pending_revocation, current.pending_revocation_epochs),
+    ):
+        for topic_id, indexes in partitions.items():
+            topic_epochs = recorded.get(topic_id, (default,) * len(indexes))
+            epochs.update(((topic_id, p), e) for p, e in zip(indexes, topic_epochs, strict=True))
+    return epochs
 
 
 def member_tombstones(group_id: str, member_id: str) -> list[Record]:
@@ -939,6 +962,7 @@ class ConsumerGroupProtocol:
                     pending_revocation={
                         t: frozenset(p) for t, p in current.pending_revocation.items()
                     },
+                    assignment_epochs=loaded_assignment_epochs(current),
                 )
             data.put_member(member)
             session_timeout_ms = (

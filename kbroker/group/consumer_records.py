@@ -23,7 +23,10 @@ A null value (tombstone) deletes the key; deleting a group writes one for each o
   ``topic_partitions: [topic_id: uuid, partitions: [int32]]``.
 - 8, current assignment of a member: key ``group, member``; value ``member_epoch: int32,
   previous_member_epoch: int32, state: int8`` (0 stable, 1 unrevoked partitions, 2 unreleased
-  partitions), ``assigned_partitions`` and ``partitions_pending_revocation`` as in 7.
+  partitions), ``assigned_partitions`` and ``partitions_pending_revocation`` as in 7, each
+  topic with the tagged ``0: assignment_epochs nullable [int32]`` (Kafka 4.3: the member epoch
+  at which each partition, in the same order, was assigned to the member; when it is null or
+  of another length, every partition of the topic takes the member epoch, floored at 0).
 - 16, a resolved regular expression: key ``group, regular_expression``; value
   ``topics: [string], version: int64, timestamp: int64``.
 
@@ -51,6 +54,8 @@ VALUE_VERSION = 0
 
 # topic id -> partitions, sorted.
 Partitions = Mapping[uuid.UUID, tuple[int, ...]]
+# topic id -> the assignment epoch of each partition, in the order of its Partitions tuple.
+Epochs = Mapping[uuid.UUID, tuple[int, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +125,9 @@ class CurrentAssignmentValue:
     state: int
     assigned: Partitions
     pending_revocation: Partitions
+    # Topics without epochs (a record written before Kafka 4.3) are left out.
+    assigned_epochs: Epochs = field(default_factory=dict)
+    pending_revocation_epochs: Epochs = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,24 +184,49 @@ def decode_consumer_key(version: int, r: Reader) -> ConsumerKey | None:
 # --- values -----------------------------------------------------------------------------------
 
 
-def write_partitions(w: Writer, partitions: Partitions) -> None:
+def write_partitions(w: Writer, partitions: Partitions, epochs: Epochs | None = None) -> None:
+    """``epochs``: written as each topic's tagged assignment epochs (record 8 only)."""
     w.array_len(len(partitions), True)
     for topic_id in sorted(partitions, key=lambda t: t.bytes):
         w.uuid(topic_id)
-        indexes = sorted(partitions[topic_id])
-        w.array_len(len(indexes), True)
-        for index in indexes:
-            w.int32(index)
-        w.tagged_fields([])
+        indexes = tuple(partitions[topic_id])
+        order = sorted(range(len(indexes)), key=indexes.__getitem__)
+        w.array_len(len(order), True)
+        for i in order:
+            w.int32(indexes[i])
+        topic_epochs = epochs.get(topic_id) if epochs is not None else None
+        if topic_epochs is None:
+            w.tagged_fields([])
+            continue
+        assert len(topic_epochs) == len(indexes)
+        tagged = Writer()
+        tagged.array_len(len(order), True)
+        for i in order:
+            tagged.int32(topic_epochs[i])
+        w.tagged_fields([(0, tagged.getvalue())])
 
 
 def read_partitions(r: Reader) -> dict[uuid.UUID, tuple[int, ...]]:
+    return read_partitions_with_epochs(r)[0]
+
+
+def read_partitions_with_epochs(
+    r: Reader,
+) -> tuple[dict[uuid.UUID, tuple[int, ...]], dict[uuid.UUID, tuple[int, ...]]]:
+    """The partitions, and the tagged assignment epochs of the topics that have them with one
+    epoch per partition (others fall back to the member epoch, as in Kafka 4.3)."""
     out: dict[uuid.UUID, tuple[int, ...]] = {}
+    epochs: dict[uuid.UUID, tuple[int, ...]] = {}
     for _ in range(r.array_len(True)):
         topic_id = r.uuid()
         out[topic_id] = tuple(r.int32() for _ in range(r.array_len(True)))
-        r.unknown_tags()
-    return out
+        tags = _tagged(r)
+        if 0 in tags:
+            er = Reader(tags[0])
+            count = er.nullable_array_len(True)
+            if count == len(out[topic_id]):
+                epochs[topic_id] = tuple(er.int32() for _ in range(count))
+    return out, epochs
 
 
 def int64_bytes(n: int) -> bytes:
@@ -248,8 +281,8 @@ def encode_consumer_value(value: ConsumerValue) -> bytes:
         w.int32(value.member_epoch)
         w.int32(value.previous_member_epoch)
         w.int8(value.state)
-        write_partitions(w, value.assigned)
-        write_partitions(w, value.pending_revocation)
+        write_partitions(w, value.assigned, value.assigned_epochs)
+        write_partitions(w, value.pending_revocation, value.pending_revocation_epochs)
         w.tagged_fields([])
     else:
         w.array_len(len(value.topics), True)
@@ -325,10 +358,12 @@ def decode_consumer_value(key: ConsumerKey, data: bytes | memoryview) -> Consume
         member_epoch = r.int32()
         previous = r.int32()
         state = r.int8()
-        assigned = read_partitions(r)
-        pending = read_partitions(r)
+        assigned, assigned_epochs = read_partitions_with_epochs(r)
+        pending, pending_epochs = read_partitions_with_epochs(r)
         r.unknown_tags()
-        value = CurrentAssignmentValue(member_epoch, previous, state, assigned, pending)
+        value = CurrentAssignmentValue(
+            member_epoch, previous, state, assigned, pending, assigned_epochs, pending_epochs
+        )
     return value
 
 

@@ -548,7 +548,7 @@ class GroupCoordinator:
         self._wake.set()
         if error != ErrorCode.NONE:
             return dict.fromkeys(offsets, error)
-        errors, accepted = self._check_offsets(offsets)
+        errors, accepted = self._check_offsets(group_id, member_id, generation_id, offsets)
         if not accepted:
             return errors
         commit = _PendingCommit(group_id, frozenset(accepted))
@@ -572,10 +572,15 @@ class GroupCoordinator:
         return errors
 
     def _check_offsets(
-        self, offsets: dict[TopicPartition, OffsetValue]
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetValue],
     ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetValue]]:
         """Per partition: UNKNOWN_TOPIC_OR_PARTITION or OFFSET_METADATA_TOO_LARGE; the offsets
-        that pass."""
+        that pass. A consumer group member's commit at an older epoch that may not commit one
+        of them commits none: every partition of a known topic gets the epoch error."""
         errors: dict[TopicPartition, ErrorCode] = {}
         accepted: dict[TopicPartition, OffsetValue] = {}
         metadata = self._broker.metadata
@@ -587,6 +592,10 @@ class GroupCoordinator:
             errors[tp] = self.core.check_offset_metadata(value.metadata)
             if errors[tp] == ErrorCode.NONE:
                 accepted[tp] = value
+        error = self.core.assignment_epoch_error(group_id, member_id, generation_id, accepted)
+        if error != ErrorCode.NONE:
+            unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return {tp: unknown if e == unknown else error for tp, e in errors.items()}, {}
         return errors, accepted
 
     async def commit_txn_offsets(
@@ -607,7 +616,7 @@ class GroupCoordinator:
         error = self.core.validate_txn_commit(group_id, member_id, group_instance_id, generation_id)
         if error != ErrorCode.NONE:
             return dict.fromkeys(offsets, error)
-        errors, accepted = self._check_offsets(offsets)
+        errors, accepted = self._check_offsets(group_id, member_id, generation_id, offsets)
         if not accepted:
             return errors
         producer = TxnProducer(producer_id, producer_epoch)

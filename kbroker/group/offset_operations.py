@@ -28,6 +28,9 @@ from kbroker.group.model import Group
 from kbroker.group.offsets_store import NO_TIMESTAMP, GroupKey, OffsetKey, OffsetValue
 from wire.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from kbroker.group.consumer_heartbeat import TopicsView
+
 # OffsetCommit v9 is the first a member of a consumer group (KIP-848) may use.
 FIRST_MEMBER_EPOCH_COMMIT_VERSION = 9
 
@@ -40,6 +43,7 @@ class GroupOffsets:
     _groups: dict[str, Group]
 
     if TYPE_CHECKING:
+        _topics: TopicsView
 
         def partition_for(self, group_id: str) -> int: ...
 
@@ -63,7 +67,9 @@ class GroupOffsets:
     ) -> ErrorCode:
         """Whether an OffsetCommit (of API ``version``) may proceed. Generation -1 without a
         member id is a commit from a consumer that does not use group membership ("simple"
-        commit): allowed while the group is Empty, and it creates the group if there is none."""
+        commit): allowed while the group is Empty, and it creates the group if there is none.
+        A consumer group member's commit at an older epoch proceeds only for the partitions
+        ``assignment_epoch_error`` lets through."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         error = self.coordinator_error(group_id)
@@ -120,6 +126,11 @@ class GroupOffsets:
             self._groups[group_id] = Group(group_id, GroupState.EMPTY, self._clock())
             return ErrorCode.NONE
         if group.consumer is not None:
+            if generation_id == -1 and not member_id and group_instance_id is None:
+                # A producer that sends no consumer group metadata (Java's
+                # sendOffsetsToTransaction(offsets, groupId)): Kafka 4.3's
+                # ConsumerGroup.validateOffsetCommit lets a transactional commit through.
+                return ErrorCode.NONE
             return _consumer_member_check(group, member_id, generation_id, None)
         if group.share is not None:
             return ErrorCode.GROUP_ID_NOT_FOUND
@@ -131,6 +142,33 @@ class GroupOffsets:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id >= 0 and generation_id != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def assignment_epoch_error(
+        self, group_id: str, member_id: str, member_epoch: int, partitions: Iterable[TopicPartition]
+    ) -> ErrorCode:
+        """Whether an OffsetCommit or TxnOffsetCommit, once validated, may commit
+        ``partitions``: in a consumer group, a commit at an older member epoch than the
+        member's (its heartbeat answer is on its way, or it is a zombie) is accepted, as in
+        Kafka 4.3, only if the member has or is revoking every partition and already had it at
+        that epoch. Otherwise STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for a classic member),
+        which Kafka 4.3 answers for the whole request: one partition refused fails the commit
+        (Kafka 4.3 answered so to the same requests)."""
+        group = self._groups.get(group_id)
+        if group is None or group.consumer is None:
+            return ErrorCode.NONE
+        member = group.consumer.members.get(member_id)
+        if member is None or member_epoch >= member.member_epoch:
+            return ErrorCode.NONE
+        for topic, partition in partitions:
+            spec = self._topics.topic(topic)
+            assigned_at = (
+                None if spec is None else member.assignment_epoch(spec.topic_id, partition)
+            )
+            if assigned_at is None or assigned_at > member_epoch:
+                if member.classic is not None:
+                    return ErrorCode.ILLEGAL_GENERATION
+                return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
@@ -362,8 +400,9 @@ def _consumer_member_check(
 ) -> ErrorCode:
     """An offset commit to a consumer group (Kafka's ConsumerGroup.validateOffsetCommit):
     without a member epoch only while the group has no member; otherwise from a member at
-    its current epoch, with OffsetCommit v9+ unless it uses the classic protocol (``version``
-    None: a TxnOffsetCommit)."""
+    its current epoch or an older one (then checked per partition by ``assignment_epoch_error``),
+    with OffsetCommit v9+ unless it uses the classic protocol (``version`` None: a
+    TxnOffsetCommit)."""
     data = group.consumer
     assert data is not None
     if member_epoch < 0 and not data.members:
@@ -377,6 +416,8 @@ def _consumer_member_check(
         and version < FIRST_MEMBER_EPOCH_COMMIT_VERSION
     ):
         return ErrorCode.UNSUPPORTED_VERSION
+    if member_epoch < member.member_epoch:
+        return ErrorCode.NONE
     return _epoch_check(member, member_epoch)
 
 

@@ -194,3 +194,48 @@ async def test_a_group_config_overrides_the_broker_settings(broker: Broker) -> N
     assert deadline - int(broker.clock() * 1000) > 45_000
     other = await heartbeat(conn, str(uuid.uuid4()), 0, group="other")
     assert other.heartbeat_interval_ms == 5000
+
+
+async def test_commits_at_an_older_member_epoch(broker: Broker) -> None:
+    """Kafka 4.3 answered the same sequence with the same errors: at its previous epoch a
+    member may commit the partitions it kept, not those that moved, and one of those fails
+    the whole commit."""
+    conn = await connect(broker)
+    info = broker.metadata.topic(TOPIC)
+    assert info is not None
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    old = (await heartbeat(conn, a, 0)).member_epoch
+    await heartbeat(conn, b, 0)
+    kept = (await heartbeat(conn, a, old)).assignment.topic_partitions[0].partitions
+    owned = [TopicPartitions(topic_id=info.topic_id, partitions=kept)]
+    current = (await heartbeat(conn, a, old, owned=owned)).member_epoch
+    got = await heartbeat(conn, b, current)
+    moved = got.assignment.topic_partitions[0].partitions
+    assert sorted(kept + moved) == [0, 1, 2, 3] and current == old + 1
+
+    async def commit(member_id: str, epoch: int, partitions: list[int]) -> dict[int, int]:
+        request = OffsetCommitRequest(
+            group_id=GROUP,
+            generation_id_or_member_epoch=epoch,
+            member_id=member_id,
+            topics=[
+                OffsetCommitRequestTopic(
+                    name=TOPIC,
+                    partitions=[
+                        OffsetCommitRequestPartition(partition_index=p, committed_offset=5)
+                        for p in partitions
+                    ],
+                )
+            ],
+        )
+        response = await conn.call(ApiKey.OFFSET_COMMIT, 9, request)
+        return {p.partition_index: p.error_code for t in response.topics for p in t.partitions}
+
+    stale = ErrorCode.STALE_MEMBER_EPOCH
+    assert await commit(a, old, kept) == dict.fromkeys(kept, 0)
+    assert await commit(a, old, moved) == dict.fromkeys(moved, stale)
+    assert await commit(a, old, kept + moved) == dict.fromkeys(kept + moved, stale)
+    assert await commit(a, current, kept) == dict.fromkeys(kept, 0)
+    assert await commit(b, current - 1, moved) == dict.fromkeys(moved, stale)
+    assert await commit(a, current + 1, kept) == dict.fromkeys(kept, stale)
+    await conn.close()

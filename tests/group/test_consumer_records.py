@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from kbroker.group.consumer_group import ClassicMembership
+from kbroker.group.consumer_heartbeat import loaded_assignment_epochs
 from kbroker.group.consumer_records import (
     CURRENT_ASSIGNMENT,
     GROUP_METADATA,
@@ -66,6 +67,12 @@ RECORDS = [
         ConsumerMemberKey(CURRENT_ASSIGNMENT, "g", "m1"),
         CurrentAssignmentValue(8, 7, 1, {T1: (0,), T2: (3, 4)}, {T1: (1,)}),
     ),
+    (
+        ConsumerMemberKey(CURRENT_ASSIGNMENT, "g", "m2"),
+        CurrentAssignmentValue(
+            8, 7, 1, {T1: (0,), T2: (3, 4)}, {T1: (1,)}, {T2: (5, 8)}, {T1: (2,)}
+        ),
+    ),
     (RegexKey("g", "orders-.*"), RegexValue(("orders-1", "orders-2"), 5, 999)),
 ]
 
@@ -122,6 +129,65 @@ def test_current_assignment_bytes() -> None:
         + b"\x01"  # no partitions pending revocation
         + b"\x00"
     )
+
+
+def test_current_assignment_epochs_bytes() -> None:
+    """Kafka 4.3's tagged AssignmentEpochs (tag 0 of each topic), in the partitions' order."""
+    value = CurrentAssignmentValue(3, 2, 0, {T1: (1, 0)}, {}, {T1: (3, 2)})
+    tagged = b"\x03" + struct.pack(">ii", 2, 3)  # two epochs, partition 0's first
+    assert encode_value(value) == (
+        struct.pack(">hiib", 0, 3, 2, 0)
+        + b"\x02"
+        + T1.bytes
+        + b"\x03"
+        + struct.pack(">ii", 0, 1)
+        + b"\x01\x00"  # one tagged field, tag 0
+        + bytes([len(tagged)])
+        + tagged
+        + b"\x01"
+        + b"\x00"
+    )
+
+
+@pytest.mark.parametrize(
+    ("tagged", "expected"),
+    [
+        (None, {}),  # a record written before Kafka 4.3
+        (b"\x00", {}),  # null
+        (b"\x02" + struct.pack(">i", 4), {}),  # one epoch for two partitions
+        (b"\x03" + struct.pack(">ii", 4, 5), {T1: (4, 5)}),
+    ],
+)
+def test_current_assignment_epochs_read(tagged: bytes | None, expected: object) -> None:
+    """Epochs that are missing or do not match the partitions are left out: the member epoch
+    stands for them when the group is loaded."""
+    tags = b"\x00" if tagged is None else b"\x01\x00" + bytes([len(tagged)]) + tagged
+    data = (
+        struct.pack(">hiib", 0, 3, 2, 0)
+        + b"\x02"
+        + T1.bytes
+        + b"\x03"
+        + struct.pack(">ii", 0, 1)
+        + tags
+        + b"\x01"
+        + b"\x00"
+    )
+    value = decode_value(ConsumerMemberKey(CURRENT_ASSIGNMENT, "g", "m"), data)
+    assert isinstance(value, CurrentAssignmentValue)
+    assert value.assigned == {T1: (0, 1)} and value.assigned_epochs == expected
+
+
+def test_loaded_epochs_fall_back_to_the_member_epoch() -> None:
+    """As Kafka 4.3 loads a record without epochs: the member epoch, at least 0."""
+    value = CurrentAssignmentValue(7, 6, 1, {T1: (0, 1), T2: (2,)}, {T2: (5,)}, {T1: (3, 7)})
+    assert loaded_assignment_epochs(value) == {
+        (T1, 0): 3,
+        (T1, 1): 7,
+        (T2, 2): 7,
+        (T2, 5): 7,
+    }
+    joining = CurrentAssignmentValue(-1, -1, 0, {T1: (0,)}, {})
+    assert loaded_assignment_epochs(joining) == {(T1, 0): 0}
 
 
 def _loaded(records: list[tuple[object, object | None]]) -> LoadedState:

@@ -462,6 +462,29 @@ def test_offsets_of_a_classic_member_use_its_generation(h: Harness) -> None:
     assert h.core.validate_fetch(G, "c", 0) == E.STALE_MEMBER_EPOCH
 
 
+def test_a_classic_member_commits_what_it_kept_at_its_previous_generation(h: Harness) -> None:
+    """As in Kafka 4.3, a classic member's generation is its member epoch: an older one is
+    checked against the epochs its partitions were assigned at, and refused with
+    ILLEGAL_GENERATION."""
+    (a, _), generation = h.classic_group()
+    h.consumer("c", 0)
+    assert h.heartbeat(a, generation) == E.REBALANCE_IN_PROGRESS
+    rejoined = h.joined(a, owned=(0, 1, 2))
+    kept = partitions(h.synced(a, rejoined.generation_id))
+    again = h.joined(a, owned=kept)
+    assert again.generation_id > generation
+
+    def commit(epoch: int, parts: Iterable[int]) -> E:
+        error = h.core.validate_commit(G, a, None, epoch, 8)
+        if error != E.NONE:
+            return error
+        return h.core.assignment_epoch_error(G, a, epoch, [("t", p) for p in parts])
+
+    assert commit(generation, kept) == E.NONE
+    assert commit(generation, {0, 1, 2} - set(kept)) == E.ILLEGAL_GENERATION
+    assert commit(again.generation_id + 1, kept) == E.ILLEGAL_GENERATION
+
+
 def test_joining_an_empty_consumer_group_makes_it_classic(h: Harness) -> None:
     c = h.consumer("c", 0)
     h.consumer("c", -1)
