@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,16 +143,18 @@ class JavaPrograms:
         self._runs = 0
 
     @classmethod
-    def compile(cls, build_dir: Path, client: JavaClient = JAVA_CLIENT_39) -> JavaPrograms:
-        """javac every source of compat_tests/jvm into `build_dir` against `client` (fails
-        or skips, see `require`, when the JDK or the jars are missing)."""
+    def compile(
+        cls, build_dir: Path, client: JavaClient = JAVA_CLIENT_39, sources_dir: Path = SOURCES
+    ) -> JavaPrograms:
+        """javac every source of `sources_dir` (compat_tests/jvm) into `build_dir` against
+        `client` (fails or skips, see `require`, when the JDK or the jars are missing)."""
         javac = shutil.which("javac")
         require(javac is not None, "javac is not installed (apt-get install default-jdk-headless)")
         for jar in (client.clients_jar, client.streams_jar):
             require(jar.is_file(), f"{jar} is missing (see its folder's README.md)")
         runtime = client.runtime_path()
         assert javac is not None
-        sources = sorted(str(p) for p in SOURCES.glob("*.java"))
+        sources = sorted(str(p) for p in sources_dir.glob("*.java"))
         result = subprocess.run(
             # -Xlint:-removal: 4.3 deprecates for removal some admin APIs 3.9 has no
             # replacement for (listConsumerGroups, ConsumerGroupState).
@@ -163,13 +166,16 @@ class JavaPrograms:
         assert result.returncode == 0, f"javac failed:\n{result.stderr}"
         return cls(build_dir, f"{client.compile_path}:{runtime}:{build_dir}", client)
 
-    def run(self, main: str, *args: str, timeout: float = 240.0) -> JavaRun:
-        """Run class `main` with `args`; its request log goes to a file of its own."""
+    def command(
+        self, main: str, *args: str, jvm_options: Sequence[str] = ("-Xmx256m",)
+    ) -> tuple[list[str], Path]:
+        """The java command line that runs class `main` with `args`, and the file its request
+        log goes to (one per run)."""
         self._runs += 1
         request_log = self.build_dir / f"requests-{self._runs}-{main}.log"
         command = [
             "java",
-            "-Xmx256m",
+            *jvm_options,
             f"-Dlog4j2.configurationFile={SOURCES / 'log4j2.properties'}",
             f"-Dkbroker.requestLog={request_log}",
             "-cp",
@@ -177,6 +183,11 @@ class JavaPrograms:
             main,
             *args,
         ]
+        return command, request_log
+
+    def run(self, main: str, *args: str, timeout: float = 240.0) -> JavaRun:
+        """Run class `main` with `args`; its request log goes to a file of its own."""
+        command, request_log = self.command(main, *args)
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         log_text = request_log.read_text() if request_log.exists() else ""
         requests = request_versions(log_text)
