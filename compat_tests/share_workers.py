@@ -84,10 +84,16 @@ class Worker:
                 found.append(Ack(consumer, int(partition), int(offset), kind, int(at)))
         return found
 
-    def acked_count(self) -> int:
-        """The latest "acked ID COUNT" line's count (quiet workers)."""
-        counts = [int(line.split()[2]) for line in self.lines() if line.startswith("acked ")]
-        return counts[-1] if counts else 0
+    def acked_progress(self) -> tuple[int, int]:
+        """A quiet worker's records acknowledged so far, and the wall-clock time (ms) at
+        which it reached that count ((0, 0) before its first)."""
+        latest = (0, 0)
+        for line in self.lines():
+            if line.startswith("acked "):
+                _, _, count, at = line.split()
+                if int(count) > latest[0]:
+                    latest = (int(count), int(at))
+        return latest
 
     def failures(self) -> list[str]:
         return [line for line in self.lines() if line.startswith("failed ")]

@@ -34,8 +34,8 @@ import org.apache.kafka.common.config.ConfigResource;
  * record a poll hands over (TIME_MS when the poll returned); "ack ID PARTITION OFFSET TYPE
  * TIME_MS" for each acknowledgement once commitSync answered it without error (TIME_MS when the
  * commit was sent, so before the broker acted on it); "failed ID PARTITION ERROR" for a
- * partition whose commit failed. quiet=true prints only "acked ID COUNT" every second and at the
- * end (for the benchmark). POLICY decides each record's type from its offset and delivery
+ * partition whose commit failed. quiet=true prints instead "acked ID COUNT TIME_MS" after each
+ * commit that acknowledged more (for the benchmark). POLICY decides each record's type from its offset and delivery
  * count: accept (default), release (always), reject-every-N, release-every-N (released on its
  * first delivery, accepted on the next). hold=true prints the first non-empty poll's records
  * and then sleeps without acknowledging (to be SIGKILLed holding them). The worker ends,
@@ -109,7 +109,7 @@ public final class ShareWorker {
         props.put("value.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
         StringBuilder out = new StringBuilder();
         long acked = 0;
-        long lastReport = System.currentTimeMillis();
+        long lastReported = 0;
         try (KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(props)) {
             consumer.subscribe(List.of(args.get("topic")));
             System.out.println("ready " + id);
@@ -161,9 +161,10 @@ public final class ShareWorker {
                         out.append("failed ").append(id).append(' ').append(partition)
                             .append(' ').append(error).append('\n'));
                 }
-                if (quiet && polledAt - lastReport >= 1000) {
-                    out.append("acked ").append(id).append(' ').append(acked).append('\n');
-                    lastReport = polledAt;
+                if (quiet && acked != lastReported) {
+                    out.append("acked ").append(id).append(' ').append(acked).append(' ')
+                        .append(System.currentTimeMillis()).append('\n');
+                    lastReported = acked;
                 }
                 if (out.length() > 0) {
                     System.out.print(out);
@@ -172,7 +173,7 @@ public final class ShareWorker {
                 }
             }
         }
-        System.out.println("acked " + id + " " + acked);
+        System.out.println("acked " + id + " " + acked + " " + System.currentTimeMillis());
         System.out.println("closed " + id);
     }
 }
