@@ -206,7 +206,8 @@ def _work_dir(prefix: str) -> Iterator[Path]:
 
 @contextmanager
 def start_kbroker() -> Iterator[BrokerUnderTest]:
-    with throughput.own_broker() as broker:
+    # A generous start-up deadline: the benchmarks share a small machine with other work.
+    with throughput.own_broker(start_timeout=120.0) as broker:
         yield BrokerUnderTest("kbroker", broker.bootstrap, broker)
 
 

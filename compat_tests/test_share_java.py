@@ -298,3 +298,35 @@ def test_read_committed_share_group_skips_aborted_transactions(workers: ShareWor
     workers.stop_all()
     acquired = {a.offset for a in consumer.acquisitions()}
     assert acquired == set(committed), f"aborted offsets acquired: {acquired & set(aborted)}"
+
+
+def test_broker_killed_mid_consumption(workers: ShareWorkers, share_broker: BrokerProcess) -> None:
+    """kill -9 of the broker while two consumers acknowledge, then a restart: every record is
+    accepted, once, and no record is handed over again after an acknowledgement the broker
+    confirmed (at-least-once, counted per record)."""
+    topic = create_topic(workers.bootstrap)
+    records = 3000
+    produce(workers.bootstrap, topic, records)
+    group = new_group(workers, **{"share.record.lock.duration.ms": str(LOCK_MS)})
+    consumers = [
+        workers.start(f"c{i}", group, topic, max_poll_records="50", work_us="2000")
+        for i in range(2)
+    ]
+    workers.wait_until(lambda: len(accepted_counts(consumers)) >= 500, 180, "500 accepted")
+    share_broker.kill()
+    killed_with = len(accepted_counts(consumers))
+    share_broker.start(timeout=120.0)
+    everything = [(0, offset) for offset in range(records)]
+    workers.wait_until(
+        lambda: sorted(accepted_counts(consumers)) == everything, 300, "all records accepted"
+    )
+    workers.stop_all()
+    assert killed_with < records, "the broker was killed after the consumers had finished"
+    assert set(accepted_counts(consumers).values()) == {1}
+    acquisitions = acquisitions_of(consumers)
+    for record, acks in acks_of(consumers).items():
+        accept = next(a for a in acks if a.type == "ACCEPT")
+        last = acquisitions[record][-1]
+        assert last.consumer == accept.consumer and last.time_ms <= accept.time_ms, (
+            f"{record} handed over again after its acknowledgement: {acquisitions[record]}"
+        )
