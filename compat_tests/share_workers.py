@@ -225,3 +225,20 @@ def accepted_counts(workers: Iterable[Worker]) -> Counter[tuple[int, int]]:
     return Counter(
         (ack.partition, ack.offset) for w in workers for ack in w.acks() if ack.type == "ACCEPT"
     )
+
+
+def assert_at_least_once(workers: Iterable[Worker], records: Iterable[tuple[int, int]]) -> None:
+    """Every record accepted exactly once (an acknowledgement the broker confirmed), and none
+    handed over again after its accepting consumer acquired it (the broker failed over or
+    restarted in between): a record's last acquisition is the accepting one."""
+    workers = list(workers)
+    accepted = accepted_counts(workers)
+    assert sorted(accepted) == sorted(records), "records never accepted"
+    assert set(accepted.values()) == {1}, "a record was accepted twice"
+    acquisitions = acquisitions_of(workers)
+    for record, acks in acks_of(workers).items():
+        accept = next(a for a in acks if a.type == "ACCEPT")
+        last = acquisitions[record][-1]
+        assert last.consumer == accept.consumer and last.time_ms <= accept.time_ms, (
+            f"{record} handed over again after its acknowledgement: {acquisitions[record]}"
+        )
