@@ -77,6 +77,15 @@ def share_broker(
     broker.stop(timeout=30.0)
 
 
+@pytest.fixture(autouse=True)
+def broker_survives_test(share_broker: BrokerProcess) -> Iterator[None]:
+    """conftest's check, on this module's broker (which keeps the session's own broker from
+    being started for nothing)."""
+    yield
+    if not share_broker.running():
+        pytest.fail(f"the broker process died during this test\n{share_broker.stderr_tail()}")
+
+
 @pytest.fixture(scope="session")
 def share_build(broker_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp(f"share-jvm-{broker_kind}")
