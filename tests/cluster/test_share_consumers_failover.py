@@ -21,6 +21,8 @@ from helpers import call, create_topic, wait_for
 from local_cluster import LocalCluster
 
 from compat_tests.share_workers import ShareWorkers, accepted_counts, assert_at_least_once
+from compat_tests.support import require
+from compat_tests.zookeeper_process import java_available
 from controller.zk_paths import kafka_uuid
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
@@ -31,6 +33,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 RECORDS = 3000
 LOCK_MS = 5000
+
+
+@pytest.fixture(scope="module")
+def module_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """conftest's cluster, with a minimum lock duration low enough for the group's 5 s."""
+    require(java_available(), "ZooKeeper (Debian package) and java are needed")
+    local = LocalCluster(
+        tmp_path_factory.mktemp("cluster"),
+        overrides={"group.share.min.record.lock.duration.ms": "1000"},
+    )
+    try:
+        local.start()
+        yield local
+    finally:
+        local.kill_all()
 
 
 @pytest.fixture
