@@ -1,8 +1,9 @@
 """Records per second acknowledged by Java share consumers (KIP-932), kbroker beside Kafka 4.3.
 
-For each broker (`--brokers`, started one after the other, default kbroker and kafka43), each
-partition count (`--partitions`, one topic each) and each number of consumers (`--consumers`),
-a new share group of that many Java KafkaShareConsumers (kafka-clients 4.3, one JVM each,
+The brokers (`--brokers`, default kbroker and kafka43) all run for the whole benchmark. For
+each partition count (`--partitions`, one topic each) and each number of consumers
+(`--consumers`), alternating the brokers run by run, a new share group of that many Java
+KafkaShareConsumers (kafka-clients 4.3, one JVM each,
 compat_tests/jvm_share/ShareWorker.java in quiet mode: explicit ACCEPT of every record, one
 commitSync per poll) subscribes to the topic. Once every consumer has subscribed and one
 warm-up record per partition has been acknowledged (the share partitions are initialized), a
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -122,23 +124,27 @@ def main() -> None:
     partition_counts = [int(p) for p in args.partitions.split(",")]
     consumer_counts = [int(c) for c in args.consumers.split(",")]
     results: dict[str, dict[str, list[float]]] = {}
-    with tempfile.TemporaryDirectory(prefix="share-bench-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="share-bench-") as scratch, ExitStack() as stack:
+        # Every broker runs for the whole benchmark and the cells alternate between them, so
+        # that a change in the machine's load hits each broker's figures alike.
+        workers: dict[str, ShareWorkers] = {}
         for name in args.brokers:
-            with STARTERS[name]() as broker:
-                share = ShareWorkers.compile(
-                    Path(scratch) / f"jvm-{name}",
-                    broker.bootstrap,
-                    Path(scratch) / f"workers-{name}",
-                    BENCH_JVM_OPTIONS,
-                )
-                for partitions in partition_counts:
-                    topic = create_topic(broker.bootstrap, partitions)
-                    for consumers in consumer_counts:
-                        for _ in range(args.repeat):
-                            rate = one_run(share, topic, partitions, consumers, args.records)
-                            key = f"{partitions}p x {consumers}c"
-                            results.setdefault(name, {}).setdefault(key, []).append(rate)
-                            print(f"{name} {key}: {rate:,.0f} records/s", flush=True)
+            broker = stack.enter_context(STARTERS[name]())
+            workers[name] = ShareWorkers.compile(
+                Path(scratch) / f"jvm-{name}",
+                broker.bootstrap,
+                Path(scratch) / f"workers-{name}",
+                BENCH_JVM_OPTIONS,
+            )
+        for partitions in partition_counts:
+            topics = {name: create_topic(w.bootstrap, partitions) for name, w in workers.items()}
+            for consumers in consumer_counts:
+                key = f"{partitions}p x {consumers}c"
+                for _ in range(args.repeat):
+                    for name, share in workers.items():
+                        rate = one_run(share, topics[name], partitions, consumers, args.records)
+                        results.setdefault(name, {}).setdefault(key, []).append(rate)
+                        print(f"{name} {key}: {rate:,.0f} records/s", flush=True)
     print_table(results, args.brokers, partition_counts, consumer_counts)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"records": args.records, "runs": results}, indent=2))
