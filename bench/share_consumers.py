@@ -89,17 +89,15 @@ def one_run(
         share.wait_until(
             lambda: all(w.has_line(f"ready {w.name}") for w in workers), 300, "subscriptions"
         )
-        # One record per partition, produced until acknowledged: the share partitions are
-        # initialized (at the latest offset) only once the group has fetched from them.
+        # One record per partition, a round every 2 s until as many are acknowledged: the
+        # share partitions start at the latest offset only once the group has fetched from
+        # them, so a round produced before that is never delivered.
         deadline = time.monotonic() + 300
-        sent = 0
         while total_acked(workers) < partitions:
             if time.monotonic() > deadline:
                 raise RuntimeError("warm-up records never acknowledged")
-            if sent == 0 or total_acked(workers) == 0:
-                produce(share.bootstrap, topic, partitions, partitions)
-                sent += partitions
-            time.sleep(1.0)
+            produce(share.bootstrap, topic, partitions, partitions)
+            time.sleep(2.0)
         before = total_acked(workers)
         started_ms = time.time() * 1000
         produce(share.bootstrap, topic, partitions, records)
