@@ -79,14 +79,17 @@ $(COMPOSE_STAMP): Makefile
 	$(COMPOSE_VENV)/bin/python -m pip install -q 'docker-compose>=1.29' 'PyYAML<5.4'
 	touch $(COMPOSE_STAMP)
 
-# The broker (its schema registry on 127.0.0.1:8081, metrics on 127.0.0.1:9404) and the web
-# console beside it on 127.0.0.1:8080 (it prints its address); Ctrl-C stops both.
+# The broker (its schema registry on 127.0.0.1:8081, metrics on 127.0.0.1:9404) and, once the
+# broker listens (it loads its state first), the web console beside it on 127.0.0.1:8080 (it
+# prints its address); Ctrl-C stops both.
 run: install
 	mkdir -p data
 	@trap 'kill $$console $$broker 2>/dev/null; wait' EXIT; trap 'exit 130' INT TERM; \
 	$(VENV)/bin/kbroker start --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data \
 	  --override schema.registry.listeners=http://127.0.0.1:8081 --override metrics.port=9404 \
 	  & broker=$$!; \
+	while kill -0 $$broker 2>/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; \
+	  do sleep 0.5; done; \
 	$(VENV)/bin/kbroker console --bootstrap-server 127.0.0.1:9092 --listen 127.0.0.1:8080 \
 	  --metrics-url http://127.0.0.1:9404/metrics --schema-registry http://127.0.0.1:8081 \
 	  & console=$$!; \

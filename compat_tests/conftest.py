@@ -36,6 +36,15 @@ BOOTSTRAP_ENV = "KBROKER_BOOTSTRAP"
 BROKERS_ENV = "KBROKER_COMPAT_BROKERS"
 BROKER_KINDS = ("kbroker", "kafka", "kafka43")
 
+# The session's kbroker and Kafka 4.3 let a consumer group (KIP-848) set heartbeat intervals
+# and session timeouts this short as group configs (consumer.heartbeat.interval.ms,
+# consumer.session.timeout.ms), so that the consumer protocol's tests rebalance in a second.
+# Kafka's defaults (5 s heartbeats, 45 s sessions) stay the defaults.
+CONSUMER_GROUP_BOUNDS = {
+    "group.consumer.min.heartbeat.interval.ms": "100",
+    "group.consumer.min.session.timeout.ms": "2000",
+}
+
 
 def brokers_under_test() -> list[str]:
     """The `broker_process` parameters: "external" under KBROKER_BOOTSTRAP, else the kinds
@@ -85,7 +94,7 @@ def start_kafka43(work: Path) -> Iterator[KRaftKafkaProcess]:
     generator closes."""
     require(shutil.which("java") is not None, "java is needed for Kafka 4.3")
     require(kafka43_available(), "Apache Kafka 4.3 is missing from ../shared/kafka-4.3")
-    kafka = KRaftKafkaProcess(work)
+    kafka = KRaftKafkaProcess(work, overrides=CONSUMER_GROUP_BOUNDS)
     try:
         kafka.start()
         yield kafka
@@ -116,7 +125,7 @@ def broker_process(
     if broker_kind == "kafka43":
         yield from start_kafka43(tmp_path_factory.mktemp("kafka43"))
         return
-    broker = BrokerProcess(tmp_path_factory.mktemp("kbroker"))
+    broker = BrokerProcess(tmp_path_factory.mktemp("kbroker"), overrides=CONSUMER_GROUP_BOUNDS)
     try:
         broker.start(timeout=30.0)
     except BrokerStartError as exc:

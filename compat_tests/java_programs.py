@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from compat_tests.support import require
 
@@ -144,9 +145,9 @@ class JavaPrograms:
 
     @classmethod
     def compile(
-        cls, build_dir: Path, client: JavaClient = JAVA_CLIENT_39, sources_dir: Path = SOURCES
+        cls, build_dir: Path, client: JavaClient = JAVA_CLIENT_39, sources: Path = SOURCES
     ) -> JavaPrograms:
-        """javac every source of `sources_dir` (compat_tests/jvm) into `build_dir` against
+        """javac every source of `sources` (compat_tests/jvm) into `build_dir` against
         `client` (fails or skips, see `require`, when the JDK or the jars are missing)."""
         javac = shutil.which("javac")
         require(javac is not None, "javac is not installed (apt-get install default-jdk-headless)")
@@ -154,11 +155,11 @@ class JavaPrograms:
             require(jar.is_file(), f"{jar} is missing (see its folder's README.md)")
         runtime = client.runtime_path()
         assert javac is not None
-        sources = sorted(str(p) for p in sources_dir.glob("*.java"))
+        files = sorted(str(p) for p in sources.glob("*.java"))
         result = subprocess.run(
             # -Xlint:-removal: 4.3 deprecates for removal some admin APIs 3.9 has no
             # replacement for (listConsumerGroups, ConsumerGroupState).
-            [javac, "-Xlint:-removal", "-d", str(build_dir), "-cp", client.compile_path, *sources],
+            [javac, "-Xlint:-removal", "-d", str(build_dir), "-cp", client.compile_path, *files],
             capture_output=True,
             text=True,
             timeout=180,
@@ -184,6 +185,14 @@ class JavaPrograms:
             *args,
         ]
         return command, request_log
+
+    def start(
+        self, main: str, *args: str, stdout: IO[str], stderr: IO[str]
+    ) -> subprocess.Popen[str]:
+        """Start class `main` with `args` in the background, for programs a test drives while
+        they run (the caller waits for it and reads what it wrote)."""
+        command, _ = self.command(main, *args)
+        return subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True)
 
     def run(self, main: str, *args: str, timeout: float = 240.0) -> JavaRun:
         """Run class `main` with `args`; its request log goes to a file of its own."""

@@ -57,6 +57,23 @@ def authorize(
     return authorizer.authorize(PRINCIPAL.get(), request_host(), operation, resource_type, name)
 
 
+def describable_topics(broker: Broker) -> Callable[[str], bool] | None:
+    """Whether the principal of the request being handled may DESCRIBE a topic, as a
+    predicate that keeps answering for that principal after the handler returns (the group
+    coordinator may use it later); None without an authorizer."""
+    authorizer = broker.authorizer
+    if authorizer is None:
+        return None
+    principal, host = PRINCIPAL.get(), request_host()
+
+    def describable(name: str) -> bool:
+        return authorizer.authorize(
+            principal, host, AclOperation.DESCRIBE, ResourceType.TOPIC, name
+        )
+
+    return describable
+
+
 def authorize_any(broker: Broker, operation: AclOperation, resource_type: ResourceType) -> bool:
     """May this request's principal do `operation` on some resource of the type?"""
     authorizer = broker.authorizer

@@ -15,11 +15,13 @@ Two kinds of figures:
 - events counted as they happen: requests and their latency per API (``RequestMetrics``, fed
   by the dispatcher), bytes in (produce) and out (consumer fetch) and replication bytes out per
   topic, ISR shrinks and expands (seen as metadata changes of partitions this broker leads, so
-  both metadata backends count them);
+  both metadata backends count them), group rebalances per group type (counted by the group
+  coordinator's state machine);
 - state read at scrape time (``BrokerMetrics``): purgatory sizes, partitions led,
   under-replicated partitions, offline partitions and the active-controller flag, log size and
-  offsets per local partition, and consumer-group lag for partitions this broker leads
-  (high watermark minus committed offset);
+  offsets per local partition, the groups this broker coordinates by type and state, and
+  consumer-group lag for partitions this broker leads (high watermark minus committed
+  offset);
 - the metrics clients push (KIP-714 client telemetry), the latest value per client
   instance, with counts of instances, pushes and series (kbroker/telemetry/service.py).
 """
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from controller.interface import TopicInfo
+from kbroker.group.events import CLASSIC_GROUP, CONSUMER_GROUP, SHARE_GROUP, GroupState
 from kbroker.purgatory import Purgatory
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
@@ -54,6 +57,25 @@ MAX_HTTP_REQUEST_BYTES = 8192
 HTTP_READ_TIMEOUT = 5.0
 
 Labels = tuple[tuple[str, str], ...]
+
+# The states a group of each type is listed in, each exposed even at zero, as Kafka exposes
+# consumer-group-count and share-group-count for every state. Dead is left out: a dead group
+# is removed at once and never listed.
+GROUP_STATES: dict[str, tuple[GroupState, ...]] = {
+    CLASSIC_GROUP: (
+        GroupState.EMPTY,
+        GroupState.PREPARING_REBALANCE,
+        GroupState.COMPLETING_REBALANCE,
+        GroupState.STABLE,
+    ),
+    CONSUMER_GROUP: (
+        GroupState.EMPTY,
+        GroupState.ASSIGNING,
+        GroupState.RECONCILING,
+        GroupState.STABLE,
+    ),
+    SHARE_GROUP: (GroupState.EMPTY, GroupState.STABLE),
+}
 
 
 def _escape(value: str) -> str:
@@ -254,6 +276,7 @@ class BrokerMetrics:
         self._expose_state(out)
         self._expose_limits(out)
         self._expose_logs(out)
+        self._expose_groups(out)
         self._expose_group_lag(out)
         self._broker.share_partitions.expose(out)
         self._broker.telemetry.expose(out)
@@ -341,6 +364,36 @@ class BrokerMetrics:
             for (topic, partition), partition_log in logs:
                 labels = (("topic", topic), ("partition", str(partition)))
                 out.sample(name, labels, getattr(partition_log, attribute))
+
+    def _expose_groups(self, out: Exposition) -> None:
+        """Groups this broker coordinates by type and state (Kafka's group-count by protocol,
+        consumer-group-count and share-group-count by state, and the classic coordinator's
+        NumGroups* gauges), and rebalances per type (Kafka's group-completed-rebalance-count,
+        consumer-group-rebalance-count, share-group-rebalance-count)."""
+        coordinator = self._broker.group_coordinator
+        counts = {
+            (group_type, state.value): 0
+            for group_type, states in GROUP_STATES.items()
+            for state in states
+        }
+        error, groups = coordinator.list_groups()
+        if error == ErrorCode.NONE:
+            for listing in groups:
+                key = (listing.group_type, listing.state.value)
+                counts[key] = counts.get(key, 0) + 1
+        out.family(
+            "kbroker_groups", "gauge", "Groups coordinated by this broker, by type and state."
+        )
+        for (group_type, state), n in counts.items():
+            out.sample("kbroker_groups", (("type", group_type), ("state", state)), n)
+        out.family(
+            "kbroker_group_rebalances_total",
+            "counter",
+            "Rebalances of groups coordinated here, by type: a classic group's new generations, "
+            "a consumer or share group's group epoch bumps.",
+        )
+        for group_type, n in coordinator.rebalances().items():
+            out.sample("kbroker_group_rebalances_total", (("type", group_type),), n)
 
     def _expose_group_lag(self, out: Exposition) -> None:
         out.family(

@@ -6,9 +6,9 @@ variables, then ``--override`` flags (see kbroker.config). A configuration error
 stderr, naming the property, with exit status 2.
 
 The other subcommands are clients of a running cluster, one module each in this package
-(``topics``, ``console``, ``cluster``, ``groups``, ``quotas``, ``transactions``,
-``users``, ``client-metrics``, and ``console``: the web console), over the protocol
-operations of ``kbroker.cli.ops``; ``schemas`` is a client of a schema registry's REST API,
+(``topics``, ``console``, ``cluster``, ``groups``, ``share-groups``, ``quotas``,
+``transactions``, ``users``, ``client-metrics``, and ``console``: the web console), over the
+protocol operations of ``kbroker.cli.ops``; ``schemas`` is a client of a schema registry's REST API,
 and ``schema-registry`` runs one beside any Kafka-compatible cluster.
 """
 
@@ -30,6 +30,7 @@ from kbroker.cli import (
     quotas,
     schema_registry,
     schemas,
+    share_groups,
     topics,
     transactions,
     users,
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         console,
         cluster,
         groups,
+        share_groups,
         quotas,
         acls,
         transactions,

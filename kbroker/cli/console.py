@@ -1,4 +1,5 @@
-"""``kbroker console-producer`` and ``console-consumer``: lines in, records out, and back.
+"""``kbroker console-producer``, ``console-consumer`` and ``console-share-consumer``: lines in,
+records out, and back.
 
 Options every command takes, exit statuses: see kbroker.cli.ops.output.
 """
@@ -10,7 +11,14 @@ import sys
 from typing import Any
 
 from kbroker.cli.ops.admin import OpsError
-from kbroker.cli.ops.console import ConsumerOptions, ProducerOptions, run_consumer, run_producer
+from kbroker.cli.ops.console import (
+    ConsumerOptions,
+    ProducerOptions,
+    ShareConsumerOptions,
+    run_consumer,
+    run_producer,
+    run_share_consumer,
+)
 from kbroker.cli.ops.output import (
     EXIT_OK,
     Progress,
@@ -20,6 +28,7 @@ from kbroker.cli.ops.output import (
     run_command,
 )
 from kbroker.client import KafkaClient
+from kbroker.share_consumer import AcknowledgementMode, ShareConsumer
 
 
 async def _console_producer(args: argparse.Namespace, client: KafkaClient) -> int:
@@ -74,8 +83,40 @@ async def _console_consumer(args: argparse.Namespace, client: KafkaClient) -> in
     return EXIT_OK
 
 
+async def _console_share_consumer(args: argparse.Namespace, client: KafkaClient) -> int:
+    options = ShareConsumerOptions(
+        topic=args.topic,
+        group=args.group,
+        max_messages=args.max_messages,
+        timeout_ms=args.timeout_ms,
+        release_every=args.release_every,
+        reject_every=args.reject_every,
+        print_key=args.print_key,
+        print_offset=args.print_offset,
+        print_delivery_count=args.print_delivery_count,
+        key_separator=args.key_separator,
+    )
+    consumer = ShareConsumer(
+        args.bootstrap_server,
+        args.group,
+        acknowledgement_mode=AcknowledgementMode.EXPLICIT,
+        client=client,
+    )
+    progress = Progress(f"share consumer {args.topic}", interval=5.0)
+    count = await run_share_consumer(consumer, options, sys.stdout, progress)
+    print(f"Processed a total of {count} messages", file=sys.stderr)
+    return EXIT_OK
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
 def register(sub: Any) -> None:
-    """``kbroker console-producer`` and ``kbroker console-consumer``."""
+    """``kbroker console-producer``, ``console-consumer`` and ``console-share-consumer``."""
     producer = sub.add_parser(
         "console-producer", help="send stdin lines as records ([KEY<SEP>]VALUE per line)"
     )
@@ -122,3 +163,36 @@ def register(sub: Any) -> None:
     consumer.add_argument("--print-offset", action="store_true")
     consumer.add_argument("--key-separator", default="\t", metavar="SEP")
     consumer.set_defaults(func=run_command(_console_consumer))
+
+    share = sub.add_parser(
+        "console-share-consumer",
+        help="print a topic's records as a member of a share group, acknowledging each",
+    )
+    add_common_options(share)
+    share.add_argument("--topic", required=True)
+    share.add_argument(
+        "--group",
+        default="console-share-consumer",
+        help="the share group (default console-share-consumer, as Kafka's tool)",
+    )
+    share.add_argument("--max-messages", type=_positive, metavar="N")
+    share.add_argument(
+        "--timeout-ms", type=int, metavar="MS", help="exit after MS without a record"
+    )
+    share.add_argument(
+        "--release-every",
+        type=_positive,
+        metavar="N",
+        help="release every Nth record (delivered again) instead of accepting it",
+    )
+    share.add_argument(
+        "--reject-every",
+        type=_positive,
+        metavar="N",
+        help="reject every Nth record (never delivered again); wins over --release-every",
+    )
+    share.add_argument("--print-key", action="store_true")
+    share.add_argument("--print-offset", action="store_true")
+    share.add_argument("--print-delivery-count", action="store_true")
+    share.add_argument("--key-separator", default="\t", metavar="SEP")
+    share.set_defaults(func=run_command(_console_share_consumer))

@@ -1,9 +1,15 @@
-"""``kbroker groups``: consumer groups and their committed offsets, over the Kafka protocol.
+"""``kbroker groups``: groups and their committed offsets, over the Kafka protocol.
 
-- ``list``: every group on every broker, with its protocol type and state.
-- ``describe GROUP``: like ``kafka-consumer-groups --describe``: per partition the committed
-  offset, the log end offset, the lag, and the member that owns the partition (member id,
-  host, client id), from the members' "consumer" protocol assignments.
+- ``list``: every group on every broker, with its type (classic, consumer for KIP-848's
+  protocol, share for KIP-932), protocol type and state; ``--type`` and ``--state`` filter
+  as kafka-consumer-groups.sh --list --type/--state do (ListGroups v5 filters).
+- ``describe GROUP``: like ``kafka-consumer-groups --describe`` (with ``--state --verbose``
+  and ``--members --verbose`` in one): per partition the committed offset, the log end
+  offset, the lag, and the member that owns it; then the members. A consumer group shows its
+  group epoch, target assignment epoch and assignor, and per member its epoch, subscription
+  (topic names or regular expression), assigned and target partitions; a classic group the
+  members' "consumer" protocol assignments; a share group its start offset per partition
+  (the lag counted from there) and its members' assignments.
 - ``reset-offsets GROUP``: to the earliest or latest offset, a given offset, or the first
   offset at or after a time. Prints the plan; ``--execute`` commits it. The group must have no
   active members (the broker refuses commits without membership otherwise).
@@ -21,14 +27,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from kbroker.cli.ops import groups as ops_groups
 from kbroker.cli.ops.admin import OpsError
-from kbroker.cli.ops.groups import CLASSIC, ResetTarget, lag_rows
+from kbroker.cli.ops.groups import (
+    CLASSIC,
+    CONSUMER,
+    SHARE,
+    GroupDescription,
+    MemberDescription,
+    ResetTarget,
+    lag_rows,
+)
 from kbroker.cli.ops.output import EXIT_OK, add_common_options, emit_json, run_command, table
 from kbroker.client import LATEST, KafkaClient, TopicPartition
+
+GROUP_TYPES = (CLASSIC, CONSUMER, SHARE, "streams")
 
 # --- pure helpers ---------------------------------------------------------------------------
 
@@ -57,6 +74,26 @@ def parse_datetime(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def parse_group_types(text: str) -> list[str]:
+    """``consumer`` or ``classic,share``: the group types ListGroups v5 knows (KIP-848; streams
+    groups are Kafka's, KIP-1071), in any case."""
+    types = [t.strip().lower() for t in text.split(",") if t.strip()]
+    unknown = [t for t in types if t not in GROUP_TYPES]
+    if unknown or not types:
+        raise argparse.ArgumentTypeError(
+            f"unknown group type in {text!r} (one of {', '.join(GROUP_TYPES)})"
+        )
+    return types
+
+
+def parse_states(text: str) -> list[str]:
+    """``Stable`` or ``Empty,Assigning``; the broker compares states ignoring case."""
+    states = [s.strip() for s in text.split(",") if s.strip()]
+    if not states:
+        raise argparse.ArgumentTypeError(f"no state in {text!r}")
+    return states
+
+
 def parse_zk_offset(data: bytes) -> int:
     """A ZooKeeper offset node holds the offset as decimal text."""
     text = data.decode("ascii").strip()
@@ -72,78 +109,217 @@ def parse_zk_offset(data: bytes) -> int:
 
 
 async def _list(args: argparse.Namespace, client: KafkaClient) -> int:
-    listed = await ops_groups.list_groups(client)
-    groups = [(g.group_id, g.protocol_type, g.state) for g in listed]
-    if args.state:
-        wanted = {s.lower() for s in args.state}
-        groups = [g for g in groups if g[2].lower() in wanted]
+    types = [t for chosen in args.type for t in chosen]
+    states = [s for chosen in args.state for s in chosen]
+    listed = await ops_groups.list_groups(client, types, states)
     if args.json:
-        emit_json([{"group": g, "protocol_type": t, "state": s} for g, t, s in groups])
+        emit_json(
+            [
+                {
+                    "group": g.group_id,
+                    "type": g.group_type,
+                    "protocol_type": g.protocol_type,
+                    "state": g.state,
+                }
+                for g in listed
+            ]
+        )
     else:
-        print(table(("GROUP", "PROTOCOL-TYPE", "STATE"), groups))
+        print(
+            table(
+                ("GROUP", "TYPE", "PROTOCOL-TYPE", "STATE"),
+                [(g.group_id, g.group_type, g.protocol_type or "-", g.state) for g in listed],
+            )
+        )
     return EXIT_OK
 
 
+def format_partitions(partitions: Iterable[TopicPartition]) -> str:
+    """``orders:0,1;audit:2``, as kafka-consumer-groups.sh --members --verbose prints an
+    assignment; ``-`` for none."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    return ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in by_topic.items()) or "-"
+
+
+def format_subscription(member: MemberDescription) -> str:
+    """Topic names, and a regular expression between slashes; ``-`` for none."""
+    parts = list(member.subscription)
+    if member.subscription_regex:
+        parts.append(f"/{member.subscription_regex}/")
+    return ",".join(parts) or "-"
+
+
+def _member_json(member: MemberDescription, group: GroupDescription) -> dict[str, Any]:
+    def partitions(tps: Iterable[TopicPartition]) -> list[dict[str, Any]]:
+        return [{"topic": t, "partition": p} for t, p in tps]
+
+    described: dict[str, Any] = {
+        "member_id": member.member_id,
+        "instance_id": member.instance_id,
+        "client_id": member.client_id,
+        "host": member.host,
+        "assigned": partitions(member.assignment),
+    }
+    if group.group_type != CLASSIC:
+        described.update(
+            rack=member.rack,
+            member_epoch=member.epoch,
+            subscribed_topics=list(member.subscription),
+        )
+    if group.group_type == CONSUMER:
+        described.update(
+            subscribed_topic_regex=member.subscription_regex, target=partitions(member.target)
+        )
+    return described
+
+
+def _members_table(group: GroupDescription) -> str:
+    if group.group_type == CLASSIC:
+        return table(
+            ("MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNED"),
+            [
+                (
+                    m.member_id,
+                    m.instance_id or "-",
+                    m.client_id,
+                    m.host,
+                    format_partitions(m.assignment),
+                )
+                for m in group.members
+            ],
+        )
+    consumer = group.group_type == CONSUMER
+    headers = ["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "RACK", "MEMBER-EPOCH"]
+    headers += ["SUBSCRIPTION", "ASSIGNED"] + (["TARGET"] if consumer else [])
+    rows = []
+    for m in group.members:
+        row: list[object] = [m.member_id, m.instance_id or "-", m.client_id, m.host]
+        row += [m.rack or "-", m.epoch, format_subscription(m), format_partitions(m.assignment)]
+        if consumer:
+            row.append(format_partitions(m.target))
+        rows.append(row)
+    return table(headers, rows)
+
+
 async def _describe(args: argparse.Namespace, client: KafkaClient) -> int:
-    described = await ops_groups.describe_group(client, args.group, CLASSIC)
-    state = described.state
-    committed = await client.committed(args.group)
-    owners = ops_groups.owners(described)
+    described = await ops_groups.describe_any_group(client, args.group)
+    share = described.group_type == SHARE
+    broker_lag: dict[TopicPartition, int | None] = {}
+    if share:
+        # A share group has no committed offsets: its start offset per partition (KIP-932) is
+        # where it reads from; the broker counts its lag (KIP-1226), else it is counted here
+        # from the start offset.
+        progress = await ops_groups.share_group_progress(client, args.group)
+        committed = {tp: (start, "") for tp, (start, _) in progress.items()}
+        broker_lag = {tp: lag for tp, (_, lag) in progress.items()}
+        owners = {}
+    else:
+        committed = await client.committed(args.group)
+        owners = ops_groups.owners(described)
     partitions = sorted(set(committed) | set(owners))
     ends = await client.list_offsets(partitions, LATEST) if partitions else {}
-    rows = lag_rows(committed, ends, owners)
+    rows = [
+        replace(r, reported_lag=broker_lag.get((r.topic, r.partition)))
+        for r in lag_rows(committed, ends, owners)
+    ]
+    classic = described.group_type == CLASSIC
     if args.json:
+        offset_key = "start_offset" if share else "committed_offset"
         emit_json(
             {
                 "group": args.group,
-                "state": state,
+                "type": described.group_type,
+                "state": described.state,
                 "protocol_type": described.protocol_type,
-                "protocol": described.assignor,
+                "protocol": described.assignor if classic else None,
+                "assignor": None if classic else described.assignor,
+                "group_epoch": described.epoch,
+                "assignment_epoch": described.assignment_epoch,
+                "members": [_member_json(m, described) for m in described.members],
                 "partitions": [
                     {
                         "topic": r.topic,
                         "partition": r.partition,
-                        "committed_offset": r.committed,
+                        offset_key: r.committed,
                         "log_end_offset": r.log_end,
                         "lag": r.lag,
-                        "member_id": r.member_id or None,
-                        "host": r.host or None,
-                        "client_id": r.client_id or None,
                     }
+                    | (
+                        {}
+                        if share
+                        else {
+                            "member_id": r.member_id or None,
+                            "host": r.host or None,
+                            "client_id": r.client_id or None,
+                        }
+                    )
                     for r in rows
                 ],
             }
         )
         return EXIT_OK
     members = len(described.members)
-    print(f"Group {args.group}: state {state}, {members} member{'s' if members != 1 else ''}")
     print(
-        table(
-            (
-                "TOPIC",
-                "PARTITION",
-                "CURRENT-OFFSET",
-                "LOG-END-OFFSET",
-                "LAG",
-                "CONSUMER-ID",
-                "HOST",
-                "CLIENT-ID",
-            ),
-            [
-                (
-                    r.topic,
-                    r.partition,
-                    "-" if r.committed is None else r.committed,
-                    r.log_end,
-                    "-" if r.lag is None else r.lag,
-                    r.member_id or "-",
-                    r.host or "-",
-                    r.client_id or "-",
-                )
-                for r in rows
-            ],
-        )
+        f"Group {args.group}: type {described.group_type}, state {described.state}, "
+        f"{members} member{'s' if members != 1 else ''}"
     )
+    if classic:
+        print(f"Protocol: {described.assignor or '-'}")
+    else:
+        print(
+            f"Group epoch: {described.epoch}, assignment epoch: {described.assignment_epoch}, "
+            f"assignor: {described.assignor or '-'}"
+        )
+    print()
+    if share:
+        print(
+            table(
+                ("TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG"),
+                [
+                    (
+                        r.topic,
+                        r.partition,
+                        "-" if r.committed is None else r.committed,
+                        r.log_end,
+                        "-" if r.lag is None else r.lag,
+                    )
+                    for r in rows
+                ],
+            )
+        )
+    else:
+        print(
+            table(
+                (
+                    "TOPIC",
+                    "PARTITION",
+                    "CURRENT-OFFSET",
+                    "LOG-END-OFFSET",
+                    "LAG",
+                    "CONSUMER-ID",
+                    "HOST",
+                    "CLIENT-ID",
+                ),
+                [
+                    (
+                        r.topic,
+                        r.partition,
+                        "-" if r.committed is None else r.committed,
+                        r.log_end,
+                        "-" if r.lag is None else r.lag,
+                        r.member_id or "-",
+                        r.host or "-",
+                        r.client_id or "-",
+                    )
+                    for r in rows
+                ],
+            )
+        )
+    if described.members:
+        print()
+        print(_members_table(described))
     return EXIT_OK
 
 
@@ -278,14 +454,29 @@ def register(sub: Any) -> None:
     groups = sub.add_parser("groups", help="consumer groups: list, describe, reset and import")
     actions = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    listing = actions.add_parser("list", help="all groups with their state")
+    listing = actions.add_parser("list", help="all groups with their type, protocol and state")
     add_common_options(listing)
     listing.add_argument(
-        "--state", action="append", default=[], help="only groups in this state (repeatable)"
+        "--type",
+        action="append",
+        default=[],
+        type=parse_group_types,
+        metavar="TYPE[,TYPE]",
+        help="only groups of these types: classic, consumer, share (repeatable)",
+    )
+    listing.add_argument(
+        "--state",
+        action="append",
+        default=[],
+        type=parse_states,
+        metavar="STATE[,STATE]",
+        help="only groups in these states, e.g. Stable or Empty,Assigning (repeatable)",
     )
     listing.set_defaults(func=run_command(_list))
 
-    describe = actions.add_parser("describe", help="committed offsets, log ends, lag, owners")
+    describe = actions.add_parser(
+        "describe", help="epochs, members and their partitions; offsets, log ends and lag"
+    )
     describe.add_argument("group")
     add_common_options(describe)
     describe.set_defaults(func=run_command(_describe))

@@ -67,6 +67,7 @@ from kbroker.group.consumer_records import (
     TargetMemberValue,
 )
 from kbroker.group.events import (
+    CONSUMER_GROUP,
     ConsumerHeartbeat,
     Effect,
     GroupConfig,
@@ -232,6 +233,7 @@ class ConsumerGroupProtocol:
     _clock: Callable[[], int]
     _groups: dict[str, Group]
     _new_uuid: Callable[[], str]
+    rebalances: dict[str, int]
 
     if TYPE_CHECKING:
 
@@ -420,6 +422,7 @@ class ConsumerGroupProtocol:
             req.owned,
             updated.member_id not in stored,
             records,
+            topic_describable=req.topic_describable,
         )
         data.session_deadlines[reconciled.member_id] = now + settings.session_timeout_ms
         send = _full_request(req) or reconciled.assigned != member.assigned
@@ -441,12 +444,14 @@ class ConsumerGroupProtocol:
         owned: Assignment | None,
         new_here: bool,
         records: list[Record],
+        topic_describable: Callable[[str], bool] | None = None,
     ) -> ConsumerMember:
         """Kafka's three steps for a member that heartbeats (or, with the classic protocol,
         joins): store what changed of it, bumping the group epoch when the subscriptions or
         their topics changed; compute a new target assignment when the group epoch is ahead;
         reconcile the member towards its target. ``owned``: what it says it owns (None: not
-        said); ``new_here``: it has no records yet. Returns the member as reconciled."""
+        said); ``new_here``: it has no records yet; ``topic_describable``: the topics regexes
+        resolved now may match (None: all). Returns the member as reconciled."""
         now = self._clock()
         bump = data.group_epoch == 0
         if new_here or metadata_value(updated) != metadata_value(member):
@@ -461,7 +466,7 @@ class ConsumerGroupProtocol:
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             )
         data.put_member(updated)
-        bump |= self._resolve_regexes(group_id, data, now, records)
+        bump |= self._resolve_regexes(group_id, data, now, records, topic_describable)
         metadata_hash = _metadata_hash(data, self._topics)
         if metadata_hash != data.metadata_hash:
             data.metadata_hash = metadata_hash
@@ -490,9 +495,11 @@ class ConsumerGroupProtocol:
         self._track_revocation(data, reconciled, member, now)
         return reconciled
 
-    @staticmethod
-    def _bump_epoch(group_id: str, data: ConsumerGroupData, records: list[Record]) -> None:
+    def _bump_epoch(self, group_id: str, data: ConsumerGroupData, records: list[Record]) -> None:
+        """A new group epoch: a rebalance. Counted as it is decided, as Kafka records its
+        consumer-group-rebalance sensor next to the epoch record it writes."""
         data.group_epoch += 1
+        self.rebalances[CONSUMER_GROUP] += 1
         records.append(
             (
                 ConsumerGroupKey(GROUP_METADATA, group_id),
@@ -707,10 +714,18 @@ class ConsumerGroupProtocol:
         )
 
     def _resolve_regexes(
-        self, group_id: str, data: ConsumerGroupData, now: int, records: list[Record]
+        self,
+        group_id: str,
+        data: ConsumerGroupData,
+        now: int,
+        records: list[Record],
+        topic_describable: Callable[[str], bool] | None,
     ) -> bool:
         """Evaluate the members' regexes that are new or older than the topics; drop those
-        no member uses. True when what they match changed."""
+        no member uses. True when what they match changed. A regex matches only topics
+        `topic_describable` allows: Kafka 4.3 resolves a group's regexes with the principal
+        of the heartbeat that needed it, so that no member learns of a topic it may not
+        describe through its assignment."""
         used = {m.subscribed_topic_regex for m in data.members.values()}
         changed = False
         for regex in list(data.regexes):
@@ -724,7 +739,11 @@ class ConsumerGroupProtocol:
             if known is not None and known.version == self._topics.version:
                 continue
             if names is None:
-                names = sorted(self._topics.names())
+                names = sorted(
+                    n
+                    for n in self._topics.names()
+                    if topic_describable is None or topic_describable(n)
+                )
             pattern = Regex(regex)
             matched = frozenset(n for n in names if pattern.matches(n))
             version = self._topics.version

@@ -728,6 +728,11 @@ class GroupCoordinator:
             return error, None
         return ErrorCode.NONE, self.core.describe(group_id)
 
+    def rebalances(self) -> dict[str, int]:
+        """Rebalances of the groups this broker has coordinated since it started, per group
+        type (kbroker/group/state_machine.py counts them)."""
+        return dict(self.core.rebalances)
+
     def list_groups(self) -> tuple[ErrorCode, list[GroupListing]]:
         """Groups of every loaded partition; COORDINATOR_LOAD_IN_PROGRESS while one loads."""
         if self.state.loading:

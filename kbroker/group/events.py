@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kbroker.group.offsets_store import GroupValue, Key, Value
@@ -14,6 +14,13 @@ from wire.errors import ErrorCode
 
 Protocols = tuple[tuple[str, bytes], ...]
 TopicPartition = tuple[str, int]
+
+# Group types as ListGroups v5 names them: the classic protocol, the consumer group protocol
+# (KIP-848) and share groups (KIP-932).
+CLASSIC_GROUP = "classic"
+CONSUMER_GROUP = "consumer"
+SHARE_GROUP = "share"
+GROUP_TYPES = (CLASSIC_GROUP, CONSUMER_GROUP, SHARE_GROUP)
 
 
 class GroupState(enum.Enum):
@@ -180,6 +187,10 @@ class ConsumerHeartbeat:
     client_host: str
     # v1+: the client chooses its member id (KIP-1082); v0: the coordinator does on join.
     client_member_id: bool = True
+    # May the member's principal DESCRIBE this topic? None: no authorizer, every topic. The
+    # topics a regex matches are filtered with it, as Kafka 4.3 resolves regexes with the
+    # request's principal.
+    topic_describable: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,5 +265,4 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: GroupState
-    # "classic", "consumer" for the consumer group protocol (KIP-848), "share" (KIP-932).
-    group_type: str = "classic"
+    group_type: str = CLASSIC_GROUP

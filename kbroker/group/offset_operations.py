@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING
 from kbroker.group.consumer_group import ConsumerMember
 from kbroker.group.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
 from kbroker.group.events import (
+    CLASSIC_GROUP,
+    CONSUMER_GROUP,
+    SHARE_GROUP,
     GroupConfig,
     GroupDescription,
     GroupListing,
@@ -343,7 +346,11 @@ class GroupOffsets:
                 g.group_id,
                 g.protocol_type or "",
                 g.state,
-                "consumer" if g.consumer is not None else "share" if g.share else "classic",
+                CONSUMER_GROUP
+                if g.consumer is not None
+                else SHARE_GROUP
+                if g.share is not None
+                else CLASSIC_GROUP,
             )
             for g in self._groups.values()
             if self.coordinator_error(g.group_id) is None

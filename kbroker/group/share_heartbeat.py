@@ -30,6 +30,7 @@ from kbroker.group.consumer_heartbeat import (
     TopicsView,
 )
 from kbroker.group.events import (
+    SHARE_GROUP,
     AdminResult,
     Effect,
     GroupConfig,
@@ -113,6 +114,7 @@ class ShareGroupProtocol:
     config: GroupConfig
     _clock: Callable[[], int]
     _groups: dict[str, Group]
+    rebalances: dict[str, int]
     _topics: TopicsView
     # The groups with a change being stored (consumer_heartbeat.py).
     _writing: dict[str, int]
@@ -305,9 +307,10 @@ class ShareGroupProtocol:
         records.extend(_tombstones(group_id, member_id))
         self._bump_share_epoch(group_id, data, records)
 
-    @staticmethod
-    def _bump_share_epoch(group_id: str, data: ShareGroupData, records: list[Record]) -> None:
+    def _bump_share_epoch(self, group_id: str, data: ShareGroupData, records: list[Record]) -> None:
+        """A new group epoch: a rebalance (Kafka's share-group-rebalance sensor)."""
         data.group_epoch += 1
+        self.rebalances[SHARE_GROUP] += 1
         records.append(
             (
                 ShareGroupKey(SHARE_GROUP_METADATA, group_id),

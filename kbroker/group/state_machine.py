@@ -47,6 +47,8 @@ from kbroker.group.consumer_heartbeat import (
 )
 from kbroker.group.events import (
     CAN_REBALANCE,
+    CLASSIC_GROUP,
+    GROUP_TYPES,
     Effect,
     GroupConfig,
     GroupState,
@@ -106,6 +108,11 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol, ProtocolMigration, 
         self._timers: list[tuple[int, str]] = []
         self._stores: dict[int, PendingStore] = {}
         self._next_store_id = 0
+        # Rebalances per group type since start-up, for the metrics: a classic group's new
+        # generations, a consumer or share group's group epoch bumps (Kafka's
+        # group-completed-rebalance-count, consumer-group-rebalance-count and
+        # share-group-rebalance-count of the group-coordinator-metrics group).
+        self.rebalances: dict[str, int] = dict.fromkeys(GROUP_TYPES, 0)
         self._init_consumer_protocol(consumer_settings, topics or NoTopics())
         share_default = ConsumerGroupSettings(
             config.share_session_timeout_ms, config.share_heartbeat_interval_ms
@@ -593,6 +600,7 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol, ProtocolMigration, 
         group.initial_delay_remaining_ms = None
         group.new_member_added = False
         group.generation += 1
+        self.rebalances[CLASSIC_GROUP] += 1
         if not group.members:
             group.protocol_name = None
             group.leader_id = None

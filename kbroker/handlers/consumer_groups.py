@@ -4,14 +4,19 @@ group coordinator (kbroker/group/consumer_heartbeat.py holds the protocol itself
 
 Authorization (kbroker/authorization.py), as Kafka's: a heartbeat needs READ on the group,
 describing DESCRIBE on it (GROUP_AUTHORIZATION_FAILED), with the authorized operations when
-asked (KIP-430).
+asked (KIP-430). A heartbeat that names its subscribed topics also needs DESCRIBE on each of
+them: Kafka 4.3 answers TOPIC_AUTHORIZATION_FAILED, with no message, before the coordinator
+sees the request, so that a member cannot learn of topics it may not describe. For the same
+reason a described group whose assignments name such a topic is answered
+TOPIC_AUTHORIZATION_FAILED instead, and a regex subscription matches only the topics the
+principal of the heartbeat that resolves it may describe.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kbroker.authorization import authorize, authorized_operations
+from kbroker.authorization import authorize, authorized_operations, describable_topics
 from kbroker.group.consumer_group import Assignment
 from kbroker.group.consumer_heartbeat import owned_assignment
 from kbroker.group.events import ConsumerHeartbeat
@@ -44,6 +49,11 @@ FIRST_CLIENT_MEMBER_ID_VERSION = 1
 # KIP-1099: ConsumerGroupDescribe v1 says whether a member uses the classic protocol.
 MEMBER_TYPE_CLASSIC = 0
 MEMBER_TYPE_CONSUMER = 1
+# Kafka 4.3's error message for a described group whose assignments name a topic the principal
+# may not describe.
+UNDESCRIBABLE_TOPICS_MESSAGE = (
+    "The group has described topic(s) that the client is not authorized to describe."
+)
 
 
 async def handle_consumer_group_heartbeat(
@@ -51,6 +61,11 @@ async def handle_consumer_group_heartbeat(
 ) -> ConsumerGroupHeartbeatResponse:
     if not authorize(broker, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if request.subscribed_topic_names and not all(
+        authorize(broker, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        for name in set(request.subscribed_topic_names)
+    ):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     owned = owned_assignment(
         None
         if request.topic_partitions is None
@@ -75,6 +90,7 @@ async def handle_consumer_group_heartbeat(
             client_id=header.client_id or "",
             client_host=CLIENT_HOST.get(),
             client_member_id=version >= FIRST_CLIENT_MEMBER_ID_VERSION,
+            topic_describable=describable_topics(broker),
         )
     )
     return ConsumerGroupHeartbeatResponse(
@@ -154,4 +170,26 @@ async def handle_consumer_group_describe(
                 ),
             )
         )
+    if broker.authorizer is not None:
+        groups = [_without_undescribable_topics(broker, group) for group in groups]
     return ConsumerGroupDescribeResponse(groups=groups)
+
+
+def _without_undescribable_topics(broker: Broker, group: DescribedGroup) -> DescribedGroup:
+    """Kafka 4.3 does not describe a group whose members' current or target assignments name
+    a topic the principal may not DESCRIBE: the group is answered TOPIC_AUTHORIZATION_FAILED
+    with Kafka's message and nothing else, so its members' assignments do not reveal those
+    topics."""
+    names = {
+        tp.topic_name
+        for member in group.members
+        for assignment in (member.assignment, member.target_assignment)
+        for tp in assignment.topic_partitions
+    }
+    if all(authorize(broker, AclOperation.DESCRIBE, ResourceType.TOPIC, n) for n in names):
+        return group
+    return DescribedGroup(
+        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        error_message=UNDESCRIBABLE_TOPICS_MESSAGE,
+        group_id=group.group_id,
+    )

@@ -94,6 +94,7 @@ class SharePartitionManager:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         self._loaded: dict[tuple[str, uuid.UUID, int], _Loaded] = {}
+        self._load_locks: dict[tuple[str, uuid.UUID, int], asyncio.Lock] = {}
         self.sessions = ShareSessions(broker.config.get("group.share.max.share.sessions"))
         self._timer: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -133,13 +134,34 @@ class SharePartitionManager:
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
         partition = leader_partition(self._broker, info.name, index)
-        loaded = self._loaded.get((group_id, topic_id, index))
+        if (loaded := self._current(group_id, key, partition)) is not None:
+            return loaded
+        # One load at a time per share partition: members fetching together must share one
+        # state, or each would acquire the same records from a copy of its own.
+        lock = self._load_locks.setdefault((group_id, topic_id, index), asyncio.Lock())
+        async with lock:
+            if (loaded := self._current(group_id, key, partition)) is not None:
+                return loaded
+            return await self._read_state(group_id, key, info.name, partition)
+
+    def _current(
+        self, group_id: str, key: SharePartitionKey, partition: Partition
+    ) -> _Loaded | None:
+        """The share partition as loaded, if this broker's leadership has not changed."""
+        loaded = self._loaded.get((group_id, *key))
         if (
             loaded is not None
             and loaded.partition is partition
             and loaded.leader_epoch == partition.leader_epoch
         ):
             return loaded
+        return None
+
+    async def _read_state(
+        self, group_id: str, key: SharePartitionKey, topic: str, partition: Partition
+    ) -> _Loaded:
+        """Load the share partition's state through the persister, as its leader."""
+        topic_id, index = key
         leader_epoch = partition.leader_epoch
         try:
             state = await self._broker.share_persister.read(group_id, topic_id, index, leader_epoch)
@@ -159,7 +181,7 @@ class SharePartitionManager:
         assert isinstance(max_delivery, int) and isinstance(max_in_flight, int)
         sp = SharePartition(start, runs, max_delivery=max_delivery, max_in_flight=max_in_flight)
         sp.move_start(log_start)
-        loaded = _Loaded(sp, info.name, partition, leader_epoch, state.state_epoch)
+        loaded = _Loaded(sp, topic, partition, leader_epoch, state.state_epoch)
         self._loaded[(group_id, topic_id, index)] = loaded
         if sp.start_offset != state.start_offset:
             loaded.dirty = True
@@ -278,10 +300,12 @@ class SharePartitionManager:
         batches: list[LogBatch] = []
         spans: list[tuple[int, int, int, int]] = []  # base, last, position, size
         for position, header in iter_batches(data):
-            skip = header.is_control or (
-                aborted is not None
-                and aborted.drop(header, memoryview(data)[position : position + header.size])
+            # The filter sees every batch, control ones included: an ABORT marker is how it
+            # learns that a producer's aborted transaction ended.
+            dropped = aborted is not None and aborted.drop(
+                header, memoryview(data)[position : position + header.size]
             )
+            skip = header.is_control or dropped
             batches.append(LogBatch(header.base_offset, header.last_offset, skip))
             spans.append((header.base_offset, header.last_offset, position, header.size))
         acquired = sp.acquire(

@@ -3,23 +3,38 @@ ZooKeeper for the import)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
+import uuid
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
 from kbroker.broker import Broker
-from kbroker.cli.groups import parse_datetime, parse_topic_spec, parse_zk_offset
+from kbroker.cli.groups import (
+    format_partitions,
+    parse_datetime,
+    parse_group_types,
+    parse_states,
+    parse_topic_spec,
+    parse_zk_offset,
+)
 from kbroker.cli.ops.groups import clamp, lag_rows
-from kbroker.client import KafkaClient
+from kbroker.client import BrokerConnection, KafkaClient
 from kbroker.group.consumer_protocol import encode_assignment, encode_subscription
 from tests.group.conftest import StartBroker, connect
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
+from wire.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from wire.messages.join_group_request import JoinGroupRequest, JoinGroupRequestProtocol
+from wire.messages.offset_commit_request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
 from wire.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
 from wire.records.record import Record, build_batch
 
@@ -69,9 +84,19 @@ def fill(broker: Broker, partition: int, count: int) -> None:
     target.append(bytearray(build_batch(records)), log_append_time_ms=None)
 
 
+# Members' sessions outlast a test's CLI runs (each a new Python process, several seconds
+# each on a loaded machine), so no member expires while a test looks at it.
+SESSION_MS = 600_000
+
+
 @pytest.fixture
 async def broker(start_broker: StartBroker) -> Broker:
-    b = await start_broker()
+    b = await start_broker(
+        **{
+            "group.consumer.session.timeout.ms": str(SESSION_MS),
+            "group.consumer.max.session.timeout.ms": str(SESSION_MS),
+        }
+    )
     await b.metadata.create_topic(TOPIC, 2, 1)
     fill(b, 0, 10)
     fill(b, 1, 4)
@@ -98,6 +123,12 @@ def test_pure_helpers() -> None:
     assert parse_zk_offset(b"42\n") == 42
     with pytest.raises(ValueError):
         parse_zk_offset(b'{"offset": 1}')
+    assert parse_group_types("Consumer,share") == ["consumer", "share"]
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_group_types("consumer,modern")
+    assert parse_states("Stable, empty") == ["Stable", "empty"]
+    assert format_partitions([("b", 2), ("a", 1), ("b", 0)]) == "a:1;b:0,2"
+    assert format_partitions([]) == "-"
     rows = lag_rows({("t", 0): (3, "")}, {("t", 0): 10, ("t", 1): 5}, {("t", 1): ("m", "h", "c")})
     assert [(r.partition, r.committed, r.log_end, r.lag, r.member_id) for r in rows] == [
         (0, 3, 10, 7, ""),
@@ -110,7 +141,7 @@ async def test_list_and_describe(broker: Broker) -> None:
     conn = await connect(broker)
     join = JoinGroupRequest(
         group_id="busy",
-        session_timeout_ms=30_000,
+        session_timeout_ms=SESSION_MS,
         rebalance_timeout_ms=30_000,
         protocol_type="consumer",
         protocols=[JoinGroupRequestProtocol(name="range", metadata=encode_subscription([TOPIC]))],
@@ -159,6 +190,152 @@ async def test_list_and_describe(broker: Broker) -> None:
         assert code == 1 and "Stable" in err
     finally:
         await conn.close()
+
+
+async def consumer_heartbeat(
+    conn: BrokerConnection, member_id: str, epoch: int, **fields: Any
+) -> Any:
+    """A ConsumerGroupHeartbeat v1 of group "modern"; raises unless it is answered NONE."""
+    request = ConsumerGroupHeartbeatRequest(
+        group_id="modern",
+        member_id=member_id,
+        member_epoch=epoch,
+        rebalance_timeout_ms=30_000 if epoch == 0 else -1,
+        topic_partitions=[] if epoch == 0 else None,
+        **fields,
+    )
+    response = await conn.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, request)
+    assert response.error_code == ErrorCode.NONE, response.error_message
+    return response
+
+
+async def test_list_and_describe_a_consumer_group(broker: Broker) -> None:
+    """A consumer group (KIP-848) in the middle of a rebalance: the group epoch ahead of the
+    first member's epoch, a partition in one member's target that another still owns."""
+    await broker.metadata.create_topic("audit", 1, 1)
+    await commit(broker, "idle", {(TOPIC, 0): 6})
+    conn = await connect(broker)
+    a, b, c = (str(uuid.uuid4()) for _ in range(3))
+    try:
+        await consumer_heartbeat(
+            conn, a, 0, instance_id="inst-a", rack_id="rack-1", subscribed_topic_names=[TOPIC]
+        )
+        await consumer_heartbeat(conn, b, 0, subscribed_topic_regex="^aud.*")
+        await consumer_heartbeat(conn, c, 0, subscribed_topic_names=[TOPIC])
+        await commit_as_member(conn, a, 1, 0, 7)
+
+        listed = await run_json(broker, "list")
+        assert [(g["group"], g["type"], g["protocol_type"], g["state"]) for g in listed] == [
+            ("idle", "classic", "", "Empty"),
+            ("modern", "consumer", "consumer", "Reconciling"),
+        ]
+        only = await run_json(broker, "list", "--type", "CONSUMER")
+        assert [g["group"] for g in only] == ["modern"]
+        both = await run_json(broker, "list", "--type", "classic", "--state", "reconciling,stable")
+        assert both == []
+        code, text, _ = await run_cli(broker, "list", "--state", "Empty")
+        assert code == 0
+        assert [line.split() for line in text.splitlines()] == [
+            ["GROUP", "TYPE", "PROTOCOL-TYPE", "STATE"],
+            ["idle", "classic", "-", "Empty"],
+        ]
+
+        described = await run_json(broker, "describe", "modern")
+        assert (
+            described["type"],
+            described["state"],
+            described["assignor"],
+            described["group_epoch"],
+            described["assignment_epoch"],
+        ) == ("consumer", "Reconciling", "uniform", 3, 3)
+        members = {m["member_id"]: m for m in described["members"]}
+
+        def parts(member: str, which: str) -> list[tuple[str, int]]:
+            return [(x["topic"], x["partition"]) for x in members[member][which]]
+
+        # a still owns both partitions at epoch 1; its target gave one of them to c, which
+        # waits for it with nothing assigned.
+        assert (members[a]["member_epoch"], members[a]["instance_id"], members[a]["rack"]) == (
+            1,
+            "inst-a",
+            "rack-1",
+        )
+        assert members[a]["subscribed_topics"] == [TOPIC]
+        assert parts(a, "assigned") == [(TOPIC, 0), (TOPIC, 1)]
+        assert len(parts(a, "target")) == len(parts(c, "target")) == 1
+        assert set(parts(a, "target") + parts(c, "target")) == {(TOPIC, 0), (TOPIC, 1)}
+        assert parts(c, "assigned") == []
+        assert members[b]["subscribed_topic_regex"] == "^aud.*"
+        assert members[b]["subscribed_topics"] == []
+        assert parts(b, "assigned") == parts(b, "target") == [("audit", 0)]
+        assert [
+            (p["topic"], p["partition"], p["committed_offset"], p["log_end_offset"], p["lag"])
+            for p in described["partitions"]
+        ] == [("audit", 0, None, 0, None), (TOPIC, 0, 7, 10, 3), (TOPIC, 1, None, 4, None)]
+        assert {p["member_id"] for p in described["partitions"] if p["topic"] == TOPIC} == {a}
+
+        code, text, _ = await run_cli(broker, "describe", "modern")
+        assert code == 0
+        lines = text.splitlines()
+        assert lines[0] == "Group modern: type consumer, state Reconciling, 3 members"
+        assert lines[1] == "Group epoch: 3, assignment epoch: 3, assignor: uniform"
+        header = next(i for i, line in enumerate(lines) if line.startswith("MEMBER-ID"))
+        assert lines[header].split() == [
+            "MEMBER-ID",
+            "INSTANCE-ID",
+            "CLIENT-ID",
+            "HOST",
+            "RACK",
+            "MEMBER-EPOCH",
+            "SUBSCRIPTION",
+            "ASSIGNED",
+            "TARGET",
+        ]
+        rows = {line.split()[0]: line.split() for line in lines[header + 1 :]}
+        assert rows[a][1:] == [
+            "inst-a",
+            "group-tests",
+            rows[a][3],
+            "rack-1",
+            "1",
+            TOPIC,
+            f"{TOPIC}:0,1",
+            format_partitions(parts(a, "target")),
+        ]
+        assert rows[b][5:] == ["2", "/^aud.*/", "audit:0", "audit:0"]
+        assert rows[c][5:] == ["3", TOPIC, "-", format_partitions(parts(c, "target"))]
+        # Offsets of a consumer group with members cannot be reset from outside.
+        code, _, err = await run_cli(
+            broker, "reset-offsets", "modern", "--topic", TOPIC, "--to-earliest", "--execute"
+        )
+        assert (code, err.strip()) == (
+            1,
+            "kbroker: error: group 'modern' is Reconciling: offsets can only be changed while "
+            "it has no members",
+        )
+    finally:
+        await conn.close()
+
+
+async def commit_as_member(
+    conn: BrokerConnection, member_id: str, epoch: int, partition: int, offset: int
+) -> None:
+    """OffsetCommit v9 to group "modern" from a member at its member epoch (KIP-848)."""
+    request = OffsetCommitRequest(
+        group_id="modern",
+        generation_id_or_member_epoch=epoch,
+        member_id=member_id,
+        topics=[
+            OffsetCommitRequestTopic(
+                name=TOPIC,
+                partitions=[
+                    OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)
+                ],
+            )
+        ],
+    )
+    response = await conn.call(ApiKey.OFFSET_COMMIT, 9, request)
+    assert response.topics[0].partitions[0].error_code == ErrorCode.NONE
 
 
 @pytest.mark.parametrize(

@@ -108,6 +108,7 @@ class Harness:
             owned=kw.pop("owned", {} if full else None),
             client_id="client",
             client_host="/127.0.0.1",
+            topic_describable=kw.pop("describable", None),
         )
         assert not kw, kw
         self.token += 1
@@ -274,6 +275,14 @@ def test_regex_subscription_follows_new_topics() -> None:
     assert h.group().consumer.regexes["t.*"].topics == {"t", "t2"}
 
 
+def test_regex_matches_only_topics_the_principal_may_describe() -> None:
+    h = Harness()
+    h.topics.table["t2"] = (T2, 2)
+    first = h.heartbeat("a", 0, topics=None, regex="t.*", describable=lambda name: name != "t")
+    assert first is not None and first.assignment == {T2: frozenset({0, 1})}
+    assert h.group().consumer.regexes["t.*"].topics == {"t2"}
+
+
 def test_heartbeats_wait_for_the_records_of_the_one_before() -> None:
     h = Harness()
     h.hold = True
@@ -411,3 +420,19 @@ def test_random_schedules_never_give_a_partition_to_two_clients(ops: list[Op]) -
         assert h.group().state is GroupState.STABLE
         count = h.topics.table["t"][1]
         assert {p for c in live for p in c.owned.get(T, frozenset())} == set(range(count))
+
+
+def test_group_epoch_bumps_are_counted_as_rebalances() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    assert h.core.rebalances == {"classic": 0, "consumer": 2, "share": 0}
+    # Reconciling to the new target and plain heartbeats do not bump the group epoch.
+    asked = h.heartbeat("a", 1)
+    h.heartbeat("a", 1, owned={T: frozenset(parts(asked) or ())})
+    h.heartbeat("b", 2)
+    assert h.core.rebalances["consumer"] == 2
+    h.heartbeat("b", -1)
+    h.tick(45_001)
+    assert not h.group().consumer.members
+    assert h.core.rebalances["consumer"] == 4

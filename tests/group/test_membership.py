@@ -492,3 +492,13 @@ def test_unload_answers_pending_requests(d: Driver) -> None:
     assert d.join_reply(token).error == ErrorCode.NOT_COORDINATOR
     assert d.heartbeat(a, 1) == ErrorCode.NOT_COORDINATOR
     assert d.sm.next_deadline() is None
+
+
+def test_each_generation_is_counted_as_a_rebalance(d: Driver) -> None:
+    members, generation = d.stable_group(2)
+    assert d.sm.rebalances == {"classic": generation, "consumer": 0, "share": 0}
+    assert d.heartbeat(members[1], generation) == ErrorCode.NONE
+    d.leave((members[1], None))
+    rejoined = d.join(members[0])
+    assert d.join_reply(rejoined).generation_id == generation + 1
+    assert d.sm.rebalances["classic"] == generation + 1

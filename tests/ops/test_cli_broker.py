@@ -238,6 +238,9 @@ def test_metrics_scrape(ops_broker: OpsBroker, cli: Cli) -> None:
     assert m['kbroker_log_size_bytes{topic="ops-metrics",partition="0"}'] > 0
     assert m['kbroker_log_end_offset{topic="ops-metrics",partition="0"}'] == 3
     assert m['kbroker_consumer_group_lag{group="ops-lag",topic="ops-metrics",partition="0"}'] == 2
+    # The console consumer's classic group went through a generation and is empty again.
+    assert m['kbroker_groups{type="classic",state="Empty"}'] >= 1
+    assert m['kbroker_group_rebalances_total{type="classic"}'] >= 1
     assert m["kbroker_active_controller"] == 1
     assert m["kbroker_under_replicated_partitions"] == 0
     assert m['kbroker_purgatory_size{purgatory="fetch"}'] == 0

@@ -17,7 +17,8 @@ def test_features_describe(ops_broker: OpsBroker, cli: Cli) -> None:
         "supported_max": 2,
         "finalized": 2,
     }
-    assert features["group.version"]["finalized"] == 0
+    assert features["group.version"]["finalized"] == 1
+    assert features["share.version"]["finalized"] == 1
     shown = cli("features", "describe", *b)
     assert shown.code == 0, shown.err
     assert "transaction.version" in shown.out and "FINALIZED" in shown.out

@@ -12,11 +12,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kbroker.cli.ops.admin import OpsError, parse_bootstrap, user_records
-from kbroker.cli.ops.console import ConsumerOptions, ProducerOptions, format_record, parse_line
+from kbroker.cli.ops.console import (
+    ConsumerOptions,
+    ProducerOptions,
+    ShareConsumerOptions,
+    format_record,
+    format_share_record,
+    parse_line,
+    share_acknowledge_type,
+)
 from kbroker.cli.ops.group_member import range_assign
 from kbroker.cli.ops.output import Progress, table
 from kbroker.client_core.partitioner import murmur2, partition_for_key
 from kbroker.logfmt import KeyValueFormatter, fields, format_value
+from kbroker.share_consumer import AcknowledgeType, ShareRecord
 from wire.records.record import Record, build_batch
 
 # Values Kafka's own MurmurHash2 gives for these strings (its partitioner's unit tests).
@@ -139,3 +148,16 @@ def test_range_assignment() -> None:
         "c": {"t": [5, 6]},
     }
     assert range_assign({"a": ["t"], "b": ["t"]}, {"t": 1}) == {"a": {"t": [0]}, "b": {}}
+
+
+def test_share_console_acknowledges_every_nth_as_asked_and_prints_deliveries() -> None:
+    options = ShareConsumerOptions("t", "g", release_every=2, reject_every=3)
+    types = [share_acknowledge_type(n, options) for n in range(1, 7)]
+    a, rel, rej = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
+    assert types == [a, rel, rej, rel, a, rej]
+    record = ShareRecord("t", 2, 7, 0, 0, b"k", None, [], 3)
+    assert format_share_record(record, ShareConsumerOptions("t", "g")) == "null"
+    shown = ShareConsumerOptions(
+        "t", "g", print_key=True, print_offset=True, print_delivery_count=True
+    )
+    assert format_share_record(record, shown) == "partition=2 offset=7 delivery=3 k\tnull"

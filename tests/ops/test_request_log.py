@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from kbroker.config import BrokerConfig
 from kbroker.dispatch import Dispatcher
 from kbroker.features import DEFAULT_FINALIZED
 from kbroker.quotas import QuotaManager
@@ -18,7 +19,9 @@ from wire.messages.request_header import RequestHeader
 
 def _dispatcher() -> Dispatcher:
     broker = SimpleNamespace(
-        quotas=QuotaManager(dict, clock=lambda: 0.0), features=DEFAULT_FINALIZED
+        config=BrokerConfig.from_properties({}),
+        quotas=QuotaManager(dict, clock=lambda: 0.0),
+        features=DEFAULT_FINALIZED,
     )
     broker.dispatcher = Dispatcher(broker)
     return broker.dispatcher

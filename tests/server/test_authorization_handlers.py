@@ -26,6 +26,8 @@ from wire.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
 )
+from wire.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from wire.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from wire.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
 from wire.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from wire.messages.delete_groups_request import DeleteGroupsRequest
@@ -360,6 +362,76 @@ async def test_group_and_offset_apis(secured: tuple[Broker, RawClient]) -> None:
     )
     response = await client.call(ApiKey.TXN_OFFSET_COMMIT, 3, txn_commit)
     assert _commit_errors(response) == {"a": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+
+
+def _join(group: str, *topics: str) -> ConsumerGroupHeartbeatRequest:
+    return ConsumerGroupHeartbeatRequest(
+        group_id=group,
+        member_id="m-" + group,
+        member_epoch=0,
+        rebalance_timeout_ms=60_000,
+        subscribed_topic_names=list(topics),
+        topic_partitions=[],
+    )
+
+
+async def test_consumer_group_apis_need_describe_on_their_topics(
+    secured: tuple[Broker, RawClient],
+) -> None:
+    broker, client = secured
+    # Without READ on the group, the group's error comes first, as in Kafka 4.3.
+    response = await client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, _join("cg", "a", "b"))
+    assert response.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    await broker.metadata.alter_acls(
+        [allow(ResourceType.GROUP, "cg", Op.READ), allow(ResourceType.TOPIC, "a", Op.DESCRIBE)],
+        [],
+    )
+    # One subscribed topic it may not describe refuses the whole heartbeat, before the group
+    # sees it (Kafka 4.3's KafkaApis, no error message); the group stays unknown.
+    refused = await client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, _join("cg", "a", "b"))
+    assert (refused.error_code, refused.error_message, refused.member_epoch) == (DENIED, None, 0)
+    assert broker.group_coordinator.describe_consumer_group("cg").error == (
+        ErrorCode.GROUP_ID_NOT_FOUND
+    )
+    joined = await client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, _join("cg", "a", "a"))
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 1)
+    assert [t.partitions for t in joined.assignment.topic_partitions] == [[0]]
+
+    # ConsumerGroupDescribe: with DESCRIBE on a, the group; without it, Kafka 4.3's error in
+    # place of the group, whose assignments would name a.
+    describe = ConsumerGroupDescribeRequest(group_ids=["cg"])
+    described = (await client.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, describe)).groups[0]
+    assert (described.error_code, len(described.members)) == (ErrorCode.NONE, 1)
+    await broker.metadata.alter_acls([], [allow(ResourceType.TOPIC, "a", Op.DESCRIBE)])
+    described = (await client.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, describe)).groups[0]
+    assert (described.group_id, described.error_code, described.members) == ("cg", DENIED, [])
+    assert described.error_message == (
+        "The group has described topic(s) that the client is not authorized to describe."
+    )
+
+
+async def test_regex_subscriptions_match_describable_topics_only(
+    secured: tuple[Broker, RawClient],
+) -> None:
+    broker, client = secured
+    await broker.metadata.alter_acls(
+        [allow(ResourceType.GROUP, "cr", Op.READ), allow(ResourceType.TOPIC, "b", Op.DESCRIBE)],
+        [],
+    )
+    join = ConsumerGroupHeartbeatRequest(
+        group_id="cr",
+        member_id="m",
+        member_epoch=0,
+        rebalance_timeout_ms=60_000,
+        subscribed_topic_regex="[ab]",
+        topic_partitions=[],
+    )
+    joined = await client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, join)
+    b = broker.metadata.topic("b")
+    assert b is not None and joined.error_code == ErrorCode.NONE
+    assert [(t.topic_id, t.partitions) for t in joined.assignment.topic_partitions] == [
+        (b.topic_id, [0])
+    ]
 
 
 async def test_producer_ids_and_transactions(secured: tuple[Broker, RawClient]) -> None:

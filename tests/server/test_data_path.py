@@ -194,6 +194,30 @@ async def test_follower_with_an_older_high_watermark_is_answered_at_once(
     waiting.cancel()
 
 
+async def test_metadata_by_topic_id(broker: Broker, client: RawClient) -> None:
+    """Metadata v12+ names topics by id with a null name (the Java consumer does, for topics
+    a consumer group assigns it): answered by id as Kafka 4.3 answers, an unknown id with
+    UNKNOWN_TOPIC_ID and a null name."""
+    await create_topic(client, "named-by-id")
+    info = broker.metadata.topic("named-by-id")
+    assert info is not None
+    unknown = uuid.uuid4()
+    for version in (12, 13):
+        request = MetadataRequest(
+            topics=[
+                MetadataRequestTopic(topic_id=topic_id, name=None)
+                for topic_id in (info.topic_id, unknown)
+            ],
+            allow_auto_topic_creation=False,
+        )
+        response = await client.call(ApiKey.METADATA, version, request)
+        assert isinstance(response, MetadataResponse)
+        assert [(t.topic_id, t.name, t.error_code, len(t.partitions)) for t in response.topics] == [
+            (info.topic_id, "named-by-id", ErrorCode.NONE, 1),
+            (unknown, None, ErrorCode.UNKNOWN_TOPIC_ID, 0),
+        ]
+
+
 async def test_produce_by_unknown_topic_id_is_refused(broker: Broker, client: RawClient) -> None:
     await create_topic(client, "by-id")
     info = broker.metadata.topic("by-id")

@@ -355,3 +355,52 @@ async def test_share_metrics(share_broker: Broker) -> None:
     assert f'kbroker_share_records_in_flight{{{labels},state="acquired"}} 6' in text
     assert f"kbroker_share_records_delivered_total{{{labels}}} 11" in text
     assert f"kbroker_share_records_redelivered_total{{{labels}}} 1" in text
+
+
+def produce_aborted_then_committed(port: int) -> None:
+    """One transactional producer: 3 records aborted (offsets 0-2, the ABORT marker at 3),
+    then 2 committed (4-5, the COMMIT marker at 6)."""
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "transactional.id": "t1"})
+    producer.init_transactions(30)
+    for values, commit in (([b"a0", b"a1", b"a2"], False), ([b"c0", b"c1"], True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(TOPIC, value)
+        assert producer.flush(30) == 0
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+
+async def test_read_committed_keeps_a_commit_after_an_abort_of_the_same_producer(
+    share_broker: Broker,
+) -> None:
+    await share_broker.metadata.create_topic(TOPIC, 1, 1)
+    await share_broker.metadata.set_group_configs(
+        GROUP, {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"}
+    )
+    await asyncio.to_thread(produce_aborted_then_committed, share_broker.port)
+    info = share_broker.metadata.topic(TOPIC)
+    assert info is not None
+    a = Member(await connect(share_broker), info.topic_id)
+    await a.join()
+    # The aborted records and both markers are archived; only the committed records are
+    # handed out (the ABORT marker closes the aborted transaction for the filter).
+    assert acquired(await a.fetch(wait=2000)) == [(4, 5, 1)]
+
+
+async def test_members_fetching_together_from_a_partition_not_loaded_yet(
+    share_broker: Broker,
+) -> None:
+    topic_id = await setup(share_broker, 10)
+    a = Member(await connect(share_broker), topic_id)
+    b = Member(await connect(share_broker), topic_id)
+    await a.join()
+    await b.join()
+    # Both fetches find the share partition unloaded: one load serves both, so they
+    # acquire different records (each used to acquire 0-4 from a state of its own).
+    first, second = await asyncio.gather(
+        a.fetch(max_records=5, mode=1), b.fetch(max_records=5, mode=1)
+    )
+    assert sorted(acquired(first) + acquired(second)) == [(0, 4, 1), (5, 9, 1)]

@@ -207,3 +207,14 @@ def test_a_failover_replays_the_group() -> None:
     assert loaded.members["m1"].assigned == {T: frozenset({0, 1, 2})}
     assert loaded.group_epoch == h.group().share.group_epoch
     assert other.describe_share_group(G).members[0].member_epoch == got.member_epoch
+
+
+def test_group_epoch_bumps_are_counted_as_rebalances() -> None:
+    h = Harness()
+    a = h.heartbeat("a", 0)
+    joined = h.core.rebalances["share"]
+    assert joined == h.group().share.group_epoch > 0
+    h.heartbeat("a", a.member_epoch)
+    assert h.core.rebalances["share"] == joined
+    h.heartbeat("a", -1)
+    assert h.core.rebalances == {"classic": 0, "consumer": 0, "share": joined + 1}

@@ -15,6 +15,9 @@ Keys, values and headers are decoded as UTF-8 (invalid bytes replaced); a null p
 ``null``. With a group, the consumer starts at the group's committed offsets and commits
 where it stopped, as a member of the group (kbroker/cli/ops/group_member.py): consumers
 started with the same group share the topic's partitions.
+
+The share consumer (``run_share_consumer``) is a member of a share group (KIP-932): members
+read the same partitions, each record handed to one of them and acknowledged one by one.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from kbroker.cli.ops.group_member import HEARTBEAT_INTERVAL, GroupMember
 from kbroker.cli.ops.output import Progress
 from kbroker.client import EARLIEST, LATEST, KafkaClient
 from kbroker.client_core.partitioner import partition_for_key
+from kbroker.share_consumer import AcknowledgeType, ShareConsumer, ShareRecord
 from wire.records.record import Record
 
 Headers = list[tuple[str, bytes | None]]
@@ -293,4 +297,85 @@ async def run_consumer(
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
     await session.finish()
+    return count
+
+
+@dataclass(frozen=True)
+class ShareConsumerOptions:
+    """``kbroker console-share-consumer``: as Kafka's kafka-console-share-consumer.sh, every
+    printed record is acknowledged (explicit mode): ACCEPT, or RELEASE / REJECT for every
+    ``release_every``-th / ``reject_every``-th record (counting from 1)."""
+
+    topic: str
+    group: str
+    max_messages: int | None = None
+    timeout_ms: int | None = None
+    release_every: int | None = None
+    reject_every: int | None = None
+    print_key: bool = False
+    print_offset: bool = False
+    print_delivery_count: bool = False
+    key_separator: str = "\t"
+
+
+def share_acknowledge_type(count: int, options: ShareConsumerOptions) -> AcknowledgeType:
+    """How the ``count``-th printed record (from 1) is acknowledged."""
+    if options.reject_every and count % options.reject_every == 0:
+        return AcknowledgeType.REJECT
+    if options.release_every and count % options.release_every == 0:
+        return AcknowledgeType.RELEASE
+    return AcknowledgeType.ACCEPT
+
+
+def format_share_record(record: ShareRecord, options: ShareConsumerOptions) -> str:
+    parts: list[str] = []
+    if options.print_offset:
+        parts.append(f"partition={record.partition} offset={record.offset} ")
+    if options.print_delivery_count:
+        parts.append(f"delivery={record.delivery_count} ")
+    if options.print_key:
+        key = _text(record.key)
+        parts.append(("null" if key is None else key) + options.key_separator)
+    value = _text(record.value)
+    parts.append("null" if value is None else value)
+    return "".join(parts)
+
+
+async def run_share_consumer(
+    consumer: ShareConsumer, options: ShareConsumerOptions, out: TextIO, progress: Progress
+) -> int:
+    """Print and acknowledge records until max_messages, timeout_ms without a record, or
+    SIGINT/SIGTERM; then close, which sends the acknowledgements and releases the records
+    acquired but not printed. Returns the number printed."""
+    consumer.subscribe([options.topic])
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    count = 0
+    last_record = time.monotonic()
+    wait = min(500, options.timeout_ms or 500) / 1000
+    try:
+        while not stop.is_set():
+            if options.max_messages is not None and count >= options.max_messages:
+                break
+            if (
+                options.timeout_ms is not None
+                and (time.monotonic() - last_record) * 1000 >= options.timeout_ms
+            ):
+                break
+            for record in await consumer.poll(wait):
+                if options.max_messages is not None and count >= options.max_messages:
+                    # Left unacknowledged: released at close, for other members.
+                    break
+                out.write(format_share_record(record, options) + "\n")
+                count += 1
+                consumer.acknowledge(record, share_acknowledge_type(count, options))
+                last_record = time.monotonic()
+            out.flush()
+            progress.update(f"{count} records")
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        await consumer.close()
     return count

@@ -57,6 +57,8 @@ class MemberDescription:
     target: tuple[TopicPartition, ...] = ()
     epoch: int | None = None
     subscription: tuple[str, ...] = ()
+    subscription_regex: str | None = None
+    rack: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ class GroupDescription:
     assignor: str  # classic: the protocol chosen; consumer and share: the assignor
     epoch: int | None  # consumer and share groups: the group epoch
     members: tuple[MemberDescription, ...]
+    # Consumer and share groups: the epoch of the target assignment (behind the group epoch
+    # while the assignor has yet to run).
+    assignment_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -79,9 +84,13 @@ class LagRow:
     member_id: str
     host: str
     client_id: str
+    # The lag as the broker reports it (a share group's, KIP-1226), over the one computed here.
+    reported_lag: int | None = None
 
     @property
     def lag(self) -> int | None:
+        if self.reported_lag is not None:
+            return self.reported_lag
         return None if self.committed is None else max(self.log_end - self.committed, 0)
 
 
@@ -119,21 +128,33 @@ def clamp(offset: int, earliest: int, latest: int) -> int:
     return min(max(offset, earliest), latest)
 
 
-async def list_groups(client: KafkaClient, types: Sequence[str] = ()) -> list[ListedGroup]:
-    """Every group on every broker (of ``types`` only, when given), sorted by id."""
+async def list_groups(
+    client: KafkaClient, types: Sequence[str] = (), states: Sequence[str] = ()
+) -> list[ListedGroup]:
+    """Every group on every broker (of ``types`` and in ``states`` only, when given; both
+    compared ignoring case, as Kafka's coordinator compares them), sorted by id. The broker
+    filters where it can (ListGroups v4 states, v5 types, KIP-518 and KIP-848); what an
+    older broker cannot filter is filtered here."""
+    wanted_types = {t.lower() for t in types}
+    wanted_states = {s.lower() for s in states}
     await client.metadata([])
     found: dict[str, ListedGroup] = {}
     for node_id, address in sorted(client.brokers.items()):
         connection = await client.connection(address)
         version = connection.version(ApiKey.LIST_GROUPS)
-        request = ListGroupsRequest(types_filter=list(types) if version >= 5 else [])
+        request = ListGroupsRequest(
+            states_filter=list(states) if version >= 4 else [],
+            types_filter=list(types) if version >= 5 else [],
+        )
         response = await connection.call(ApiKey.LIST_GROUPS, version, request)
         _check(response.error_code, None, f"groups of broker {node_id}")
         for g in response.groups:
             group_type = g.group_type if version >= 5 and g.group_type else CLASSIC
-            if types and group_type not in types:
-                continue
             state = g.group_state if version >= 4 else ""
+            if wanted_types and group_type.lower() not in wanted_types:
+                continue
+            if wanted_states and state.lower() not in wanted_states:
+                continue
             found[g.group_id] = ListedGroup(g.group_id, group_type, g.protocol_type, state, node_id)
     return sorted(found.values(), key=lambda g: g.group_id)
 
@@ -150,6 +171,30 @@ async def describe_group(client: KafkaClient, group_id: str, group_type: str) ->
             return await _describe_consumer(connection, group_id)
         if group_type == SHARE:
             return await _describe_share(connection, group_id)
+        return await _describe_classic(connection, group_id)
+
+    return await client.at_coordinator(group_id, attempt)
+
+
+async def describe_any_group(client: KafkaClient, group_id: str) -> GroupDescription:
+    """A group of whatever type it is, found the way Kafka's admin client finds it:
+    ConsumerGroupDescribe answers GROUP_ID_NOT_FOUND for a group that is not a consumer group,
+    then ShareGroupDescribe for one that is not a share group, then DescribeGroups (which
+    answers a group that does not exist as Dead). APIs the coordinator does not serve are
+    skipped."""
+
+    async def attempt(connection: BrokerConnection) -> GroupDescription:
+        for api, describe in (
+            (ApiKey.CONSUMER_GROUP_DESCRIBE, _describe_consumer),
+            (ApiKey.SHARE_GROUP_DESCRIBE, _describe_share),
+        ):
+            if api not in connection.versions:
+                continue
+            try:
+                return await describe(connection, group_id)
+            except KafkaError as exc:
+                if exc.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                    raise
         return await _describe_classic(connection, group_id)
 
     return await client.at_coordinator(group_id, attempt)
@@ -200,12 +245,21 @@ async def _describe_consumer(connection: BrokerConnection, group_id: str) -> Gro
             _partitions(m.assignment.topic_partitions),
             _partitions(m.target_assignment.topic_partitions),
             m.member_epoch,
-            tuple(m.subscribed_topic_names),
+            tuple(sorted(m.subscribed_topic_names)),
+            m.subscribed_topic_regex or None,
+            m.rack_id,
         )
         for m in g.members
     )
     return GroupDescription(
-        group_id, CONSUMER, g.group_state, PROTOCOL_TYPE, g.assignor_name, g.group_epoch, members
+        group_id,
+        CONSUMER,
+        g.group_state,
+        PROTOCOL_TYPE,
+        g.assignor_name,
+        g.group_epoch,
+        members,
+        g.assignment_epoch,
     )
 
 
@@ -224,20 +278,41 @@ async def _describe_share(connection: BrokerConnection, group_id: str) -> GroupD
             _partitions(m.assignment.topic_partitions),
             (),
             m.member_epoch,
-            tuple(m.subscribed_topic_names),
+            tuple(sorted(m.subscribed_topic_names)),
+            None,
+            m.rack_id,
         )
         for m in g.members
     )
     return GroupDescription(
-        group_id, SHARE, g.group_state, SHARE, g.assignor_name, g.group_epoch, members
+        group_id,
+        SHARE,
+        g.group_state,
+        SHARE,
+        g.assignor_name,
+        g.group_epoch,
+        members,
+        g.assignment_epoch,
     )
 
 
 async def share_group_offsets(client: KafkaClient, group_id: str) -> dict[TopicPartition, int]:
     """A share group's start offset per partition (KIP-932's DescribeShareGroupOffsets): the
     first offset not yet acknowledged. Empty where the broker does not serve it."""
+    return {tp: start for tp, (start, _) in (await share_group_progress(client, group_id)).items()}
 
-    async def attempt(connection: BrokerConnection) -> dict[TopicPartition, int]:
+
+async def share_group_progress(
+    client: KafkaClient, group_id: str
+) -> dict[TopicPartition, tuple[int, int | None]]:
+    """A share group's start offset and lag per partition (DescribeShareGroupOffsets; the lag
+    is the broker's, KIP-1226, v1+: records from the start offset to the high watermark not
+    yet delivered for good; None where the broker does not say). Empty where the broker does
+    not serve the API."""
+
+    async def attempt(
+        connection: BrokerConnection,
+    ) -> dict[TopicPartition, tuple[int, int | None]]:
         if ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS not in connection.versions:
             return {}
         request = DescribeShareGroupOffsetsRequest(
@@ -247,7 +322,7 @@ async def share_group_offsets(client: KafkaClient, group_id: str) -> dict[TopicP
         g = response.groups[0]
         _raise_for(g.error_code, g.error_message, group_id)
         return {
-            (t.topic_name, p.partition_index): p.start_offset
+            (t.topic_name, p.partition_index): (p.start_offset, p.lag if p.lag >= 0 else None)
             for t in g.topics
             for p in t.partitions
             if p.error_code == ErrorCode.NONE and p.start_offset >= 0
@@ -357,11 +432,15 @@ async def commit_offsets(
     client: KafkaClient,
     group_id: str,
     offsets: Mapping[TopicPartition, int],
-    group_type: str = CLASSIC,
+    group_type: str | None = None,
 ) -> None:
     """Commit ``offsets`` for a group that has no active members (Kafka refuses commits from
-    outside a live group)."""
-    state = (await describe_group(client, group_id, group_type)).state
+    outside a live group). ``group_type``: how to describe the group; found out when None."""
+    if group_type is None:
+        described = await describe_any_group(client, group_id)
+    else:
+        described = await describe_group(client, group_id, group_type)
+    state = described.state
     if state in ACTIVE_STATES:
         raise OpsError(
             f"group {group_id!r} is {state}: offsets can only be changed while it has no members"
