@@ -265,17 +265,6 @@ def test_killed_consumer_records_redelivered_after_lock_expiry(workers: ShareWor
     assert_one_holder_at_a_time(acquisitions, {}, lock_ms=LOCK_MS)
 
 
-@pytest.fixture
-def kbroker_control_batch_fix(request: pytest.FixtureRequest, broker_kind: str) -> None:
-    """kbroker's share partitions stop at the first transaction marker with read_committed
-    (the records after it are never handed over); the fix is in kbroker/share/manager.py on
-    another branch (share-client)."""
-    if broker_kind == "kbroker":
-        reason = "kbroker/share/manager.py's read_committed control-batch filter (share-client)"
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=reason))
-
-
-@pytest.mark.usefixtures("kbroker_control_batch_fix")
 def test_read_committed_share_group_skips_aborted_transactions(workers: ShareWorkers) -> None:
     topic = create_topic(workers.bootstrap)
     producer = Producer({"bootstrap.servers": workers.bootstrap, "transactional.id": f"{topic}-tx"})
