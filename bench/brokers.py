@@ -1,4 +1,4 @@
-"""The brokers benchmarks start and compare: kbroker, Tansu and Apache Kafka 3.9.
+"""The brokers benchmarks start and compare: kbroker, Tansu, Apache Kafka 3.9 and 4.3.
 
 Each starter is a context manager yielding a BrokerUnderTest: a name, a bootstrap address and,
 for a broker the benchmark started, its process, which has the interface of compat_tests'
@@ -32,7 +32,12 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from compat_tests.broker_process import BrokerProcess  # noqa: E402
-from compat_tests.kafka_process import KafkaProcess, kafka_available  # noqa: E402
+from compat_tests.kafka_process import (  # noqa: E402
+    KafkaProcess,
+    KRaftKafkaProcess,
+    kafka43_available,
+    kafka_available,
+)
 from compat_tests.zookeeper_process import ZooKeeperProcess, java_available  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -201,7 +206,8 @@ def _work_dir(prefix: str) -> Iterator[Path]:
 
 @contextmanager
 def start_kbroker() -> Iterator[BrokerUnderTest]:
-    with throughput.own_broker() as broker:
+    # A generous start-up deadline: the benchmarks share a small machine with other work.
+    with throughput.own_broker(start_timeout=120.0) as broker:
         yield BrokerUnderTest("kbroker", broker.bootstrap, broker)
 
 
@@ -234,10 +240,32 @@ def start_kafka() -> Iterator[BrokerUnderTest]:
             zookeeper.stop()
 
 
+class BenchKRaftKafkaProcess(KRaftKafkaProcess):
+    """Apache Kafka 4.3 (one KRaft node) with the benchmark heap."""
+
+    def environment(self) -> dict[str, str]:
+        return {**super().environment(), "KAFKA_HEAP_OPTS": KAFKA_BENCH_HEAP}
+
+
+@contextmanager
+def start_kafka43() -> Iterator[BrokerUnderTest]:
+    """One Kafka 4.3 node, broker and controller (KRaft); share groups are on by default."""
+    if not kafka43_available():
+        raise SystemExit("Kafka 4.3 needs java and ../shared/kafka-4.3")
+    with _work_dir("kafka43-bench-") as work:
+        kafka = BenchKRaftKafkaProcess(work)
+        try:
+            kafka.start(timeout=180.0)
+            yield BrokerUnderTest("kafka43", kafka.bootstrap, kafka)
+        finally:
+            kafka.stop(throughput.STOP_TIMEOUT)
+
+
 STARTERS: dict[str, Callable[[], AbstractContextManager[BrokerUnderTest]]] = {
     "kbroker": start_kbroker,
     "tansu": start_tansu,
     "kafka": start_kafka,
+    "kafka43": start_kafka43,
 }
 
 

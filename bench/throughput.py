@@ -89,7 +89,7 @@ class Settings:
 
 
 @contextmanager
-def own_broker(**overrides: str) -> Iterator[Any]:
+def own_broker(start_timeout: float = 30.0, **overrides: str) -> Iterator[Any]:
     """Start a kbroker on a temporary log directory, with these property overrides; yields
     its BrokerProcess."""
     # Run as a script, the repository root is not on sys.path; the launcher lives there.
@@ -100,7 +100,7 @@ def own_broker(**overrides: str) -> Iterator[Any]:
     work = Path(tempfile.mkdtemp(prefix="kbroker-bench-"))
     broker = BrokerProcess(work, overrides=overrides)
     try:
-        broker.start(timeout=30.0)
+        broker.start(timeout=start_timeout)
         yield broker
     finally:
         broker.stop(STOP_TIMEOUT)

@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -166,14 +167,16 @@ class JavaPrograms:
         assert result.returncode == 0, f"javac failed:\n{result.stderr}"
         return cls(build_dir, f"{client.compile_path}:{runtime}:{build_dir}", client)
 
-    def command(self, main: str, *args: str) -> tuple[list[str], Path]:
-        """The command line that runs class `main` with `args`, and the file its request log
-        goes to (one per run)."""
+    def command(
+        self, main: str, *args: str, jvm_options: Sequence[str] = ("-Xmx256m",)
+    ) -> tuple[list[str], Path]:
+        """The java command line that runs class `main` with `args`, and the file its request
+        log goes to (one per run)."""
         self._runs += 1
         request_log = self.build_dir / f"requests-{self._runs}-{main}.log"
         command = [
             "java",
-            "-Xmx256m",
+            *jvm_options,
             f"-Dlog4j2.configurationFile={SOURCES / 'log4j2.properties'}",
             f"-Dkbroker.requestLog={request_log}",
             "-cp",

@@ -60,21 +60,36 @@ class Kafka43Tools:
     ) -> ToolRun:
         """``bin/<tool>.sh args...``, for tools that take the address otherwise."""
         command = [str(KAFKA43_BIN / f"{tool}.sh"), *args]
-        env = {
-            **os.environ,
-            "KAFKA_HEAP_OPTS": TOOL_HEAP,
-            "KAFKA_JVM_PERFORMANCE_OPTS": TOOL_JVM_OPTIONS,
-            "LOG_DIR": str(self.log_dir),
-        }
         result = subprocess.run(
             command,
             input=stdin if stdin is not None else "",
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=env,
+            env=self._environment(),
         )
         return ToolRun(command, result.returncode, result.stdout, result.stderr)
+
+    def start(self, tool: str, *args: str) -> subprocess.Popen[str]:
+        """``bin/<tool>.sh --bootstrap-server BOOTSTRAP args...`` in the background (stdout
+        and stderr piped), for a tool that must run while others look at the broker."""
+        command = [str(KAFKA43_BIN / f"{tool}.sh"), "--bootstrap-server", self.bootstrap, *args]
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self._environment(),
+        )
+
+    def _environment(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "KAFKA_HEAP_OPTS": TOOL_HEAP,
+            "KAFKA_JVM_PERFORMANCE_OPTS": TOOL_JVM_OPTIONS,
+            "LOG_DIR": str(self.log_dir),
+        }
 
     def ok(
         self, tool: str, *args: str, stdin: str | None = None, timeout: float = 120.0
