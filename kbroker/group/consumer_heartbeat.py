@@ -460,8 +460,9 @@ class ConsumerGroupProtocol:
                 updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             )
+        brought = _regex_brought(data, member, updated)
         data.put_member(updated)
-        bump |= self._resolve_regexes(group_id, data, now, records)
+        bump |= self._resolve_regexes(group_id, data, now, records, brought)
         metadata_hash = _metadata_hash(data, self._topics)
         if metadata_hash != data.metadata_hash:
             data.metadata_hash = metadata_hash
@@ -707,10 +708,22 @@ class ConsumerGroupProtocol:
         )
 
     def _resolve_regexes(
-        self, group_id: str, data: ConsumerGroupData, now: int, records: list[Record]
+        self,
+        group_id: str,
+        data: ConsumerGroupData,
+        now: int,
+        records: list[Record],
+        brought: str | None = None,
     ) -> bool:
         """Evaluate the members' regexes that are new or older than the topics; drop those
-        no member uses. True when what they match changed."""
+        no member uses. True when what they match changed.
+
+        ``brought``: a regex the heartbeating member is the first to subscribe to. Kafka
+        resolves such a regex in a task of its own, after the heartbeat that brought it (a
+        new regex only requires a refresh, GroupMetadataManager.maybeUpdateRegularExpressions),
+        so that heartbeat assigns the member its topic names alone and the regex's topics come
+        with a later heartbeat, after a group epoch bump. Here the group's next heartbeat
+        resolves it: librdkafka's 0045 expects the two assignments one after the other."""
         used = {m.subscribed_topic_regex for m in data.members.values()}
         changed = False
         for regex in list(data.regexes):
@@ -722,6 +735,8 @@ class ConsumerGroupProtocol:
         for regex in sorted(r for r in used if r):
             known = data.regexes.get(regex)
             if known is not None and known.version == self._topics.version:
+                continue
+            if known is None and regex == brought:
                 continue
             if names is None:
                 names = sorted(self._topics.names())
@@ -999,6 +1014,21 @@ def _subscribed_names(member: ConsumerMember, data: ConsumerGroupData) -> frozen
         if resolved is not None:
             names = names | resolved.topics
     return names
+
+
+def _regex_brought(
+    data: ConsumerGroupData, member: ConsumerMember, updated: ConsumerMember
+) -> str | None:
+    """The regex `updated` subscribes to when it changed it and no other member of the group
+    subscribes to it yet (Kafka: numSubscribedMembers(newSubscribedTopicRegex) == 0)."""
+    regex = updated.subscribed_topic_regex
+    if not regex or regex == member.subscribed_topic_regex:
+        return None
+    shared = any(
+        m.member_id != updated.member_id and m.subscribed_topic_regex == regex
+        for m in data.members.values()
+    )
+    return None if shared else regex
 
 
 def subscribed_ids(

@@ -264,7 +264,9 @@ def test_static_member_restarts_without_a_rebalance() -> None:
 
 def test_regex_subscription_follows_new_topics() -> None:
     h = Harness()
-    first = h.heartbeat("a", 0, topics=None, regex="t.*")
+    joined = h.heartbeat("a", 0, topics=None, regex="t.*")
+    assert joined is not None
+    first = h.heartbeat("a", joined.member_epoch)
     assert first is not None and parts(first) == {0, 1, 2, 3}
     h.topics.table["t2"] = (T2, 2)
     h.topics.version += 1
@@ -272,6 +274,26 @@ def test_regex_subscription_follows_new_topics() -> None:
     assert more is not None and more.assignment is not None
     assert more.assignment[T2] == frozenset({0, 1})
     assert h.group().consumer.regexes["t.*"].topics == {"t", "t2"}
+
+
+def test_a_new_regex_is_resolved_after_the_heartbeat_that_brought_it() -> None:
+    """As Kafka resolves a regex no member subscribed to yet off the heartbeat's path: the
+    member gets its topic names at once and the regex's topics at a later heartbeat, after a
+    group epoch bump (librdkafka's 0045 do_test_resubscribe_with_regex waits for the two
+    assignments in that order)."""
+    h = Harness()
+    h.topics.table["a"] = (T2, 2)
+    joined = h.heartbeat("m", 0, topics=("a",), regex="t.*")
+    assert joined is not None and joined.error == E.NONE and joined.assignment is not None
+    assert dict(joined.assignment) == {T2: frozenset({0, 1})}
+    assert "t.*" not in h.group().consumer.regexes
+    later = h.heartbeat("m", joined.member_epoch)
+    assert later is not None and later.member_epoch == joined.member_epoch + 1
+    assert later.assignment is not None and later.assignment[T] == frozenset({0, 1, 2, 3})
+    assert h.group().consumer.regexes["t.*"].topics == {"t"}
+    # A second member with the same regex finds it resolved: no further deferral.
+    other = h.heartbeat("n", 0, topics=None, regex="t.*")
+    assert other is not None and other.member_epoch == later.member_epoch + 1
 
 
 def test_heartbeats_wait_for_the_records_of_the_one_before() -> None:
