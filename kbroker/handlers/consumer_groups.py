@@ -51,6 +51,14 @@ async def handle_consumer_group_heartbeat(
 ) -> ConsumerGroupHeartbeatResponse:
     if not authorize(broker, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    # Kafka's KafkaApis refuses the whole heartbeat when a subscribed topic name is not
+    # authorized for DESCRIBE (a client may not learn of topics it cannot describe); the
+    # member is not updated, and each heartbeat with that subscription is refused again.
+    if request.subscribed_topic_names and not all(
+        authorize(broker, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        for name in set(request.subscribed_topic_names)
+    ):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     owned = owned_assignment(
         None
         if request.topic_partitions is None

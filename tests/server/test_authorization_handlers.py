@@ -26,6 +26,7 @@ from wire.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
 )
+from wire.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from wire.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
 from wire.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from wire.messages.delete_groups_request import DeleteGroupsRequest
@@ -281,6 +282,36 @@ def _commit(group: str, *topics: str) -> OffsetCommitRequest:
 
 def _commit_errors(response: object) -> dict[str, int]:
     return {t.name: t.partitions[0].error_code for t in response.topics}  # type: ignore[attr-defined]
+
+
+async def test_consumer_group_heartbeat_needs_describe_on_each_subscribed_topic(
+    secured: tuple[Broker, RawClient],
+) -> None:
+    """As Kafka 4.3 answers (librdkafka's 0109 with TEST_CONSUMER_GROUP_PROTOCOL=consumer
+    expects it): one subscribed topic without DESCRIBE refuses the heartbeat with
+    TOPIC_AUTHORIZATION_FAILED and no member joins; the authorized topics alone join."""
+    broker, client = secured
+    await broker.metadata.alter_acls(
+        [allow(ResourceType.GROUP, "cg", Op.READ), allow(ResourceType.TOPIC, "a", Op.READ)], []
+    )
+
+    async def join(*topics: str) -> tuple[int, int]:
+        request = ConsumerGroupHeartbeatRequest(
+            group_id="cg",
+            member_id="m-" + "-".join(topics),
+            member_epoch=0,
+            rebalance_timeout_ms=60_000,
+            subscribed_topic_names=list(topics),
+            topic_partitions=[],
+        )
+        response = await client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, request)
+        return response.error_code, response.member_epoch
+
+    assert await join("a", "b") == (DENIED, 0)
+    assert broker.group_coordinator.describe_consumer_group("cg").error == (
+        ErrorCode.GROUP_ID_NOT_FOUND
+    )
+    assert await join("a") == (ErrorCode.NONE, 1)
 
 
 async def test_group_and_offset_apis(secured: tuple[Broker, RawClient]) -> None:
