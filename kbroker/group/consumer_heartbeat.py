@@ -652,9 +652,12 @@ class ConsumerGroupProtocol:
     def _fence(
         self, group_id: str, data: ConsumerGroupData, member_id: str, records: list[Record]
     ) -> None:
-        """Remove a member: its partitions go back to the assignor at the next heartbeat."""
+        """Remove a member: its partitions go back to the assignor at the next heartbeat; a
+        regex only it subscribed to is deleted with it (Kafka writes the regex's tombstone
+        with the member's), so the next member to bring it waits for a new resolution."""
         data.remove_member(member_id)
         records.extend(member_tombstones(group_id, member_id))
+        _drop_unused_regexes(group_id, data, records)
         self._bump_epoch(group_id, data, records)
 
     def _track_revocation(
@@ -725,12 +728,7 @@ class ConsumerGroupProtocol:
         with a later heartbeat, after a group epoch bump. Here the group's next heartbeat
         resolves it: librdkafka's 0045 expects the two assignments one after the other."""
         used = {m.subscribed_topic_regex for m in data.members.values()}
-        changed = False
-        for regex in list(data.regexes):
-            if regex not in used:
-                del data.regexes[regex]
-                records.append((RegexKey(group_id, regex), None))
-                changed = True
+        changed = _drop_unused_regexes(group_id, data, records)
         names: list[str] | None = None
         for regex in sorted(r for r in used if r):
             known = data.regexes.get(regex)
@@ -1014,6 +1012,16 @@ def _subscribed_names(member: ConsumerMember, data: ConsumerGroupData) -> frozen
         if resolved is not None:
             names = names | resolved.topics
     return names
+
+
+def _drop_unused_regexes(group_id: str, data: ConsumerGroupData, records: list[Record]) -> bool:
+    """Delete the resolved regexes no member subscribes to any more; True if any was."""
+    used = {m.subscribed_topic_regex for m in data.members.values()}
+    unused = [regex for regex in data.regexes if regex not in used]
+    for regex in unused:
+        del data.regexes[regex]
+        records.append((RegexKey(group_id, regex), None))
+    return bool(unused)
 
 
 def _regex_brought(

@@ -294,6 +294,14 @@ def test_a_new_regex_is_resolved_after_the_heartbeat_that_brought_it() -> None:
     # A second member with the same regex finds it resolved: no further deferral.
     other = h.heartbeat("n", 0, topics=None, regex="t.*")
     assert other is not None and other.member_epoch == later.member_epoch + 1
+    # Once its last subscriber has left, the regex is deleted: bringing it again waits again.
+    for member_id in ("m", "n"):
+        left = h.heartbeat(member_id, -1)
+        assert left is not None and left.error == E.NONE, member_id
+    assert h.group().consumer.regexes == {}
+    back = h.heartbeat("m", 0, topics=("a",), regex="t.*")
+    assert back is not None and back.assignment is not None
+    assert dict(back.assignment) == {T2: frozenset({0, 1})}
 
 
 def test_heartbeats_wait_for_the_records_of_the_one_before() -> None:
