@@ -22,9 +22,17 @@ if TYPE_CHECKING:
     from kbroker.partition import Partition
 
 
-def check_min_insync(partition: Partition) -> None:
-    """Raise NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas."""
+def effective_min_insync(partition: Partition) -> int:
+    """min.insync.replicas, capped at the partition's replica count as Kafka caps it
+    (Partition.effectiveMinIsr): Kafka 3.9 and 4.3 both take acks=all writes to a topic of
+    one replica whose min.insync.replicas is 2."""
     needed = partition.log.config.min_insync_replicas
+    return min(needed, len(partition.replicas)) if partition.replicas else needed
+
+
+def check_min_insync(partition: Partition) -> None:
+    """Raise NOT_ENOUGH_REPLICAS when the ISR is smaller than the effective min.insync.replicas."""
+    needed = effective_min_insync(partition)
     if len(partition.isr) < needed:
         raise KafkaError(
             ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -39,7 +47,7 @@ def replication_error(broker: Broker, partition: Partition, last_offset: int) ->
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     if partition.high_watermark <= last_offset:
         return None
-    if len(partition.isr) < partition.log.config.min_insync_replicas:
+    if len(partition.isr) < effective_min_insync(partition):
         return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     return ErrorCode.NONE
 

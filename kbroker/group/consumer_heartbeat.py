@@ -488,8 +488,9 @@ class ConsumerGroupProtocol:
                 updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             )
+        brought = _regex_brought(data, member, updated)
         data.put_member(updated)
-        bump |= self._resolve_regexes(group_id, data, now, records, topic_describable)
+        bump |= self._resolve_regexes(group_id, data, now, records, topic_describable, brought)
         metadata_hash = _metadata_hash(data, self._topics)
         if metadata_hash != data.metadata_hash:
             data.metadata_hash = metadata_hash
@@ -681,9 +682,12 @@ class ConsumerGroupProtocol:
     def _fence(
         self, group_id: str, data: ConsumerGroupData, member_id: str, records: list[Record]
     ) -> None:
-        """Remove a member: its partitions go back to the assignor at the next heartbeat."""
+        """Remove a member: its partitions go back to the assignor at the next heartbeat; a
+        regex only it subscribed to is deleted with it (Kafka writes the regex's tombstone
+        with the member's), so the next member to bring it waits for a new resolution."""
         data.remove_member(member_id)
         records.extend(member_tombstones(group_id, member_id))
+        _drop_unused_regexes(group_id, data, records)
         self._bump_epoch(group_id, data, records)
 
     def _track_revocation(
@@ -743,23 +747,28 @@ class ConsumerGroupProtocol:
         now: int,
         records: list[Record],
         topic_describable: Callable[[str], bool] | None,
+        brought: str | None = None,
     ) -> bool:
         """Evaluate the members' regexes that are new or older than the topics; drop those
         no member uses. True when what they match changed. A regex matches only topics
         `topic_describable` allows: Kafka 4.3 resolves a group's regexes with the principal
         of the heartbeat that needed it, so that no member learns of a topic it may not
-        describe through its assignment."""
+        describe through its assignment.
+
+        ``brought``: a regex the heartbeating member is the first to subscribe to. Kafka
+        resolves such a regex in a task of its own, after the heartbeat that brought it (a
+        new regex only requires a refresh, GroupMetadataManager.maybeUpdateRegularExpressions),
+        so that heartbeat assigns the member its topic names alone and the regex's topics come
+        with a later heartbeat, after a group epoch bump. Here the group's next heartbeat
+        resolves it: librdkafka's 0045 expects the two assignments one after the other."""
         used = {m.subscribed_topic_regex for m in data.members.values()}
-        changed = False
-        for regex in list(data.regexes):
-            if regex not in used:
-                del data.regexes[regex]
-                records.append((RegexKey(group_id, regex), None))
-                changed = True
+        changed = _drop_unused_regexes(group_id, data, records)
         names: list[str] | None = None
         for regex in sorted(r for r in used if r):
             known = data.regexes.get(regex)
             if known is not None and known.version == self._topics.version:
+                continue
+            if known is None and regex == brought:
                 continue
             if names is None:
                 names = sorted(
@@ -1042,6 +1051,31 @@ def _subscribed_names(member: ConsumerMember, data: ConsumerGroupData) -> frozen
         if resolved is not None:
             names = names | resolved.topics
     return names
+
+
+def _drop_unused_regexes(group_id: str, data: ConsumerGroupData, records: list[Record]) -> bool:
+    """Delete the resolved regexes no member subscribes to any more; True if any was."""
+    used = {m.subscribed_topic_regex for m in data.members.values()}
+    unused = [regex for regex in data.regexes if regex not in used]
+    for regex in unused:
+        del data.regexes[regex]
+        records.append((RegexKey(group_id, regex), None))
+    return bool(unused)
+
+
+def _regex_brought(
+    data: ConsumerGroupData, member: ConsumerMember, updated: ConsumerMember
+) -> str | None:
+    """The regex `updated` subscribes to when it changed it and no other member of the group
+    subscribes to it yet (Kafka: numSubscribedMembers(newSubscribedTopicRegex) == 0)."""
+    regex = updated.subscribed_topic_regex
+    if not regex or regex == member.subscribed_topic_regex:
+        return None
+    shared = any(
+        m.member_id != updated.member_id and m.subscribed_topic_regex == regex
+        for m in data.members.values()
+    )
+    return None if shared else regex
 
 
 def subscribed_ids(

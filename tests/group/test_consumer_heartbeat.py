@@ -265,7 +265,9 @@ def test_static_member_restarts_without_a_rebalance() -> None:
 
 def test_regex_subscription_follows_new_topics() -> None:
     h = Harness()
-    first = h.heartbeat("a", 0, topics=None, regex="t.*")
+    joined = h.heartbeat("a", 0, topics=None, regex="t.*")
+    assert joined is not None
+    first = h.heartbeat("a", joined.member_epoch)
     assert first is not None and parts(first) == {0, 1, 2, 3}
     h.topics.table["t2"] = (T2, 2)
     h.topics.version += 1
@@ -278,9 +280,41 @@ def test_regex_subscription_follows_new_topics() -> None:
 def test_regex_matches_only_topics_the_principal_may_describe() -> None:
     h = Harness()
     h.topics.table["t2"] = (T2, 2)
-    first = h.heartbeat("a", 0, topics=None, regex="t.*", describable=lambda name: name != "t")
-    assert first is not None and first.assignment == {T2: frozenset({0, 1})}
+    describable = lambda name: name != "t"  # noqa: E731
+    first = h.heartbeat("a", 0, topics=None, regex="t.*", describable=describable)
+    assert first is not None and first.error == E.NONE
+    # The new regex is resolved at the next heartbeat, with that heartbeat's principal.
+    later = h.heartbeat("a", first.member_epoch, describable=describable)
+    assert later is not None and later.assignment == {T2: frozenset({0, 1})}
     assert h.group().consumer.regexes["t.*"].topics == {"t2"}
+
+
+def test_a_new_regex_is_resolved_after_the_heartbeat_that_brought_it() -> None:
+    """As Kafka resolves a regex no member subscribed to yet off the heartbeat's path: the
+    member gets its topic names at once and the regex's topics at a later heartbeat, after a
+    group epoch bump (librdkafka's 0045 do_test_resubscribe_with_regex waits for the two
+    assignments in that order)."""
+    h = Harness()
+    h.topics.table["a"] = (T2, 2)
+    joined = h.heartbeat("m", 0, topics=("a",), regex="t.*")
+    assert joined is not None and joined.error == E.NONE and joined.assignment is not None
+    assert dict(joined.assignment) == {T2: frozenset({0, 1})}
+    assert "t.*" not in h.group().consumer.regexes
+    later = h.heartbeat("m", joined.member_epoch)
+    assert later is not None and later.member_epoch == joined.member_epoch + 1
+    assert later.assignment is not None and later.assignment[T] == frozenset({0, 1, 2, 3})
+    assert h.group().consumer.regexes["t.*"].topics == {"t"}
+    # A second member with the same regex finds it resolved: no further deferral.
+    other = h.heartbeat("n", 0, topics=None, regex="t.*")
+    assert other is not None and other.member_epoch == later.member_epoch + 1
+    # Once its last subscriber has left, the regex is deleted: bringing it again waits again.
+    for member_id in ("m", "n"):
+        left = h.heartbeat(member_id, -1)
+        assert left is not None and left.error == E.NONE, member_id
+    assert h.group().consumer.regexes == {}
+    back = h.heartbeat("m", 0, topics=("a",), regex="t.*")
+    assert back is not None and back.assignment is not None
+    assert dict(back.assignment) == {T2: frozenset({0, 1})}
 
 
 def test_heartbeats_wait_for_the_records_of_the_one_before() -> None:

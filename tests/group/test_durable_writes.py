@@ -113,7 +113,12 @@ async def test_commit_not_replicated_in_time_is_not_applied(broker: Broker) -> N
 async def test_commit_refused_below_min_insync_replicas(start_broker: StartBroker) -> None:
     broker = await start_broker(**{"min.insync.replicas": "2"})
     await broker.metadata.create_topic(TOPIC, 1, 1)
-    end = _partition(broker).log.log_end_offset
+    # Two replicas, one in sync: min.insync.replicas=2 applies (Kafka caps it at the replica
+    # count, so a one-replica partition would take the write).
+    partition = _partition(broker)
+    me = partition.broker_id
+    partition.make_leader(partition.leader_epoch, (me, FOLLOWER), (me,), time.time() * 1000)
+    end = partition.log.log_end_offset
     assert await _commit(broker, 7) == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert _partition(broker).log.log_end_offset == end
     assert _committed(broker) is None

@@ -427,9 +427,16 @@ async def test_regex_subscriptions_match_describable_topics_only(
         topic_partitions=[],
     )
     joined = await client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, join)
+    assert joined.error_code == ErrorCode.NONE
+    # A new regex is resolved at the member's next heartbeat (as Kafka resolves it off the
+    # heartbeat's path), with the principal of that heartbeat.
+    again = ConsumerGroupHeartbeatRequest(
+        group_id="cr", member_id="m", member_epoch=joined.member_epoch
+    )
+    resolved = await client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, again)
     b = broker.metadata.topic("b")
-    assert b is not None and joined.error_code == ErrorCode.NONE
-    assert [(t.topic_id, t.partitions) for t in joined.assignment.topic_partitions] == [
+    assert b is not None and resolved.error_code == ErrorCode.NONE
+    assert [(t.topic_id, t.partitions) for t in resolved.assignment.topic_partitions] == [
         (b.topic_id, [0])
     ]
 
