@@ -1,0 +1,456 @@
+"""How long a group of 50 consumers on 1,000 partitions takes to settle after one member joins
+and after one leaves: classic eager (range), classic cooperative-sticky and the consumer
+protocol (KIP-848), on kbroker and on Apache Kafka 4.3 in one run; and how many records per
+second the group consumes during each rebalance.
+
+The members are confluent-kafka consumers, a thread each, in a few spawned processes (50 on a
+2-core machine). Each reports every change of its assignment (from its assign, revoke and lost
+callbacks, with the system-wide monotonic clock) and, every 0.25 s, the records its process
+consumed. A producer process writes ``--rate`` records per second, round robin over the
+partitions, throughout, so the group has work whenever it owns partitions.
+
+*Settled* is the first moment, after the event, when the expected number of members (51
+after the join, 50 after the leave) hold the partitions between them exactly once and evenly
+(each one ``partitions // members`` or one more: every assignor here balances a single topic),
+which for these assignors is the final assignment. The join's clock starts when the 51st member
+subscribes, the leave's when that member starts to close (it leaves the group as it closes).
+*During* is the records consumed from the event until settled, per second; *before* the same
+over the ``--steady`` seconds before the event: the producer's rate when the group keeps up.
+
+    .venv/bin/python bench/consumer_group_rebalance.py [--brokers kbroker,kafka43]
+        [--protocols eager,cooperative,consumer] [--members 50] [--partitions 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import multiprocessing.synchronize
+import queue
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from brokers import KAFKA_BENCH_HEAP, BrokerUnderTest, start_kbroker
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from compat_tests.kafka_process import KRaftKafkaProcess, kafka43_available
+from compat_tests.zookeeper_process import java_available
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TOPIC = "rebalance-bench"
+REPORT_INTERVAL = 0.25
+
+# The group settings of each protocol, as a client selects them.
+PROTOCOLS: dict[str, dict[str, str]] = {
+    "eager": {"group.protocol": "classic", "partition.assignment.strategy": "range"},
+    "cooperative": {
+        "group.protocol": "classic",
+        "partition.assignment.strategy": "cooperative-sticky",
+    },
+    "consumer": {"group.protocol": "consumer"},
+}
+
+# Messages from the member processes: (kind, member or process, monotonic time, payload).
+Report = tuple[str, int, float, Any]
+
+
+class BenchKafka43Process(KRaftKafkaProcess):
+    """Apache Kafka 4.3 (KRaft, one node) with the benchmarks' heap."""
+
+    def environment(self) -> dict[str, str]:
+        return {**super().environment(), "KAFKA_HEAP_OPTS": KAFKA_BENCH_HEAP}
+
+
+@contextmanager
+def start_kafka43() -> Iterator[BrokerUnderTest]:
+    if not (java_available() and kafka43_available()):
+        raise SystemExit("Kafka 4.3 needs java and ../shared/kafka-4.3")
+    import shutil
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix="kafka43-bench-"))
+    kafka = BenchKafka43Process(work)
+    try:
+        kafka.start(timeout=120)
+        yield BrokerUnderTest("kafka43", kafka.bootstrap, kafka)
+    finally:
+        kafka.stop(30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+STARTERS: dict[str, Callable[[], AbstractContextManager[BrokerUnderTest]]] = {
+    "kbroker": start_kbroker,
+    "kafka43": start_kafka43,
+}
+
+
+# --- the member processes -------------------------------------------------------------------
+
+
+def run_members(
+    bootstrap: str,
+    group: str,
+    protocol: str,
+    members: list[int],
+    reports: multiprocessing.Queue[Report],
+    stop: multiprocessing.synchronize.Event,
+) -> None:
+    """One process: a consumer thread per member; assignment changes and consumed counts go to
+    ``reports``. A set ``stop`` closes every consumer (each leaves the group)."""
+    consumed = [0]
+    lock = threading.Lock()
+
+    def member(index: int) -> None:
+        held: set[int] = set()
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "client.id": f"member-{index}",
+                "auto.offset.reset": "latest",
+                "queued.min.messages": 2000,
+                **PROTOCOLS[protocol],
+            }
+        )
+
+        def changed(partitions: list[Any], added: bool) -> None:
+            for tp in partitions:
+                (held.add if added else held.discard)(tp.partition)
+            reports.put(("assignment", index, time.monotonic(), sorted(held)))
+
+        consumer.subscribe(
+            [TOPIC],
+            on_assign=lambda _, tps: changed(tps, True),
+            on_revoke=lambda _, tps: changed(tps, False),
+            on_lost=lambda _, tps: changed(tps, False),
+        )
+        reports.put(("subscribed", index, time.monotonic(), None))
+        while not stop.is_set():
+            records = consumer.consume(500, 0.1)
+            with lock:
+                consumed[0] += len(records)
+        reports.put(("closing", index, time.monotonic(), None))
+        consumer.close()
+        reports.put(("closed", index, time.monotonic(), sorted(held)))
+
+    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in members]
+    for thread in threads:
+        thread.start()
+    while not stop.wait(REPORT_INTERVAL):
+        with lock:
+            count, consumed[0] = consumed[0], 0
+        reports.put(("consumed", members[0], time.monotonic(), count))
+    for thread in threads:
+        thread.join(60)
+
+
+def run_producer(
+    bootstrap: str, partitions: int, rate: int, stop: multiprocessing.synchronize.Event
+) -> None:
+    """``rate`` 100-byte records per second, round robin over the partitions."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "1"})
+    value = b"x" * 100
+    started = time.monotonic()
+    sent = 0
+    while not stop.is_set():
+        due = int((time.monotonic() - started) * rate)
+        while sent < due:
+            try:
+                producer.produce(TOPIC, value, partition=sent % partitions)
+            except BufferError:
+                break
+            sent += 1
+        producer.poll(0.01)
+    producer.flush(30)
+
+
+# --- the measurement ------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    broker: str
+    protocol: str
+    event: str
+    settle_s: float | None
+    during_rps: float | None
+    before_rps: float
+    # Assignment changes reported between the event and settling (all members).
+    changes: int
+
+
+class Group:
+    """The parent's view of the group, from the members' reports."""
+
+    def __init__(self, reports: multiprocessing.Queue[Report], partitions: int) -> None:
+        self._reports = reports
+        self.partitions = partitions
+        self.held: dict[int, frozenset[int]] = {}
+        self.consumed: list[tuple[float, int]] = []
+        self.marks: dict[tuple[str, int], float] = {}
+        self.last_change = 0.0
+        self.changes = 0
+
+    def drain(self, wait: float) -> None:
+        try:
+            report = self._reports.get(timeout=wait)
+        except queue.Empty:
+            return
+        while True:
+            kind, who, at, payload = report
+            if kind == "assignment":
+                self.held[who] = frozenset(payload)
+                self.last_change = at
+                self.changes += 1
+            elif kind == "closed":
+                self.held.pop(who, None)
+                self.last_change = at
+            elif kind == "consumed":
+                self.consumed.append((at, payload))
+            else:
+                self.marks[(kind, who)] = at
+            try:
+                report = self._reports.get_nowait()
+            except queue.Empty:
+                return
+
+    def balanced(self, members: int) -> bool:
+        owners = [p for p in self.held.values() if p]
+        if len(owners) != members:
+            return False
+        low = self.partitions // members
+        sizes = [len(p) for p in owners]
+        return (
+            sum(sizes) == self.partitions
+            and len(frozenset().union(*owners)) == self.partitions
+            and min(sizes) >= low
+            and max(sizes) <= low + 1
+        )
+
+    def wait_settled(self, members: int, timeout: float) -> float | None:
+        """The monotonic time the group settled with ``members`` members, or None."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.drain(0.1)
+            if self.balanced(members):
+                return self.last_change
+        return None
+
+    def rate(self, start: float, end: float) -> float:
+        """Records consumed per second between two moments (0.25 s reports)."""
+        if end <= start:
+            return 0.0
+        total = sum(n for at, n in self.consumed if start < at <= end + REPORT_INTERVAL)
+        return total / (end - start + REPORT_INTERVAL)
+
+
+def create_topic(bootstrap: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, partitions, 1)], request_timeout=120)[TOPIC].result(120)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(topic=TOPIC, timeout=10).topics.get(TOPIC)
+        if meta is not None and meta.error is None and len(meta.partitions) == partitions:
+            if all(p.leader >= 0 for p in meta.partitions.values()):
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"{TOPIC} has no leaders after 120 s")
+
+
+def measure(broker: BrokerUnderTest, protocol: str, args: argparse.Namespace) -> list[Outcome]:
+    """One group of ``args.members`` members; a member joins, then the same member leaves."""
+    context = multiprocessing.get_context("spawn")
+    reports: multiprocessing.Queue[Report] = context.Queue()
+    group_id = f"rebalance-{protocol}-{uuid.uuid4().hex[:8]}"
+    view = Group(reports, args.partitions)
+    base_stop, joiner_stop = context.Event(), context.Event()
+    per_process = -(-args.members // args.processes)
+    processes = [
+        context.Process(
+            target=run_members,
+            args=(
+                broker.bootstrap,
+                group_id,
+                protocol,
+                list(range(start, min(start + per_process, args.members))),
+                reports,
+                base_stop,
+            ),
+        )
+        for start in range(0, args.members, per_process)
+    ]
+    joiner = context.Process(
+        target=run_members,
+        args=(broker.bootstrap, group_id, protocol, [args.members], reports, joiner_stop),
+    )
+    outcomes: list[Outcome] = []
+    try:
+        for process in processes:
+            process.start()
+        if view.wait_settled(args.members, args.timeout) is None:
+            raise RuntimeError(
+                f"{broker.name} {protocol}: the group of {args.members} never settled"
+            )
+        steady_until = time.monotonic() + args.steady
+        while time.monotonic() < steady_until:
+            view.drain(0.1)
+
+        changes = view.changes
+        joiner.start()
+        while ("subscribed", args.members) not in view.marks:
+            view.drain(0.1)
+        joined = view.marks[("subscribed", args.members)]
+        settled = view.wait_settled(args.members + 1, args.timeout)
+        outcomes.append(outcome(broker, protocol, "join", view, joined, settled, changes, args))
+
+        steady_until = time.monotonic() + args.steady
+        while time.monotonic() < steady_until:
+            view.drain(0.1)
+        changes = view.changes
+        joiner_stop.set()
+        while ("closing", args.members) not in view.marks:
+            view.drain(0.1)
+        leaving = view.marks[("closing", args.members)]
+        settled = view.wait_settled(args.members, args.timeout)
+        outcomes.append(outcome(broker, protocol, "leave", view, leaving, settled, changes, args))
+    finally:
+        base_stop.set()
+        joiner_stop.set()
+        for process in [*processes, joiner]:
+            if process.pid is not None:
+                process.join(90)
+                if process.is_alive():
+                    process.kill()
+    return outcomes
+
+
+def outcome(
+    broker: BrokerUnderTest,
+    protocol: str,
+    event: str,
+    view: Group,
+    started: float,
+    settled: float | None,
+    changes_before: int,
+    args: argparse.Namespace,
+) -> Outcome:
+    settle = None if settled is None else max(0.0, settled - started)
+    during = None if settled is None else view.rate(started, max(settled, started))
+    result = Outcome(
+        broker.name,
+        protocol,
+        event,
+        settle,
+        during,
+        view.rate(started - args.steady, started),
+        view.changes - changes_before,
+    )
+    shown = "not settled" if settle is None else f"{settle:6.2f} s"
+    print(
+        f"{broker.name:8} {protocol:12} {event:6} settled {shown}, "
+        f"{result.during_rps or 0:9,.0f} records/s during, {result.before_rps:9,.0f} before, "
+        f"{result.changes} assignment changes",
+        flush=True,
+    )
+    return result
+
+
+def table(outcomes: list[Outcome]) -> str:
+    lines = [
+        "| broker | protocol | event | settled (s) | records/s during | records/s before |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for o in outcomes:
+        settle = "not settled" if o.settle_s is None else f"{o.settle_s:.2f}"
+        during = "-" if o.during_rps is None else f"{o.during_rps:,.0f}"
+        lines.append(
+            f"| {o.broker} | {o.protocol} | {o.event} | {settle} | {during} | {o.before_rps:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--brokers", default="kbroker,kafka43")
+    parser.add_argument("--protocols", default="eager,cooperative,consumer")
+    parser.add_argument("--members", type=int, default=50)
+    parser.add_argument("--partitions", type=int, default=1000)
+    parser.add_argument("--processes", type=int, default=5, help="member processes")
+    parser.add_argument("--rate", type=int, default=20_000, help="records/s produced")
+    parser.add_argument("--steady", type=float, default=5.0, help="seconds before each event")
+    parser.add_argument("--timeout", type=float, default=180.0, help="longest wait to settle")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per broker and protocol")
+    parser.add_argument("--json", type=Path, default=RESULTS / "consumer_group_rebalance.json")
+    args = parser.parse_args()
+    brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    unknown = (set(brokers) - set(STARTERS)) | (set(protocols) - set(PROTOCOLS))
+    if unknown:
+        parser.error(f"unknown: {sorted(unknown)}")
+
+    outcomes: list[Outcome] = []
+    context = multiprocessing.get_context("spawn")
+    for name in brokers:
+        with STARTERS[name]() as broker:
+            create_topic(broker.bootstrap, args.partitions)
+            stop = context.Event()
+            producer = context.Process(
+                target=run_producer, args=(broker.bootstrap, args.partitions, args.rate, stop)
+            )
+            producer.start()
+            try:
+                for _ in range(args.repeat):
+                    for protocol in protocols:
+                        outcomes.extend(measure(broker, protocol, args))
+            finally:
+                stop.set()
+                producer.join(60)
+    summary = summarize(outcomes)
+    print()
+    print(table(summary))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(
+        json.dumps(
+            {
+                "args": {k: str(v) for k, v in vars(args).items()},
+                "runs": [asdict(o) for o in outcomes],
+            },
+            indent=2,
+        )
+    )
+
+
+def summarize(outcomes: list[Outcome]) -> list[Outcome]:
+    """The median of the runs of each broker, protocol and event."""
+    keyed: dict[tuple[str, str, str], list[Outcome]] = {}
+    for o in outcomes:
+        keyed.setdefault((o.broker, o.protocol, o.event), []).append(o)
+    summary = []
+    for (broker, protocol, event), runs in keyed.items():
+        settles = [o.settle_s for o in runs if o.settle_s is not None]
+        durings = [o.during_rps for o in runs if o.during_rps is not None]
+        summary.append(
+            Outcome(
+                broker,
+                protocol,
+                event,
+                statistics.median(settles) if settles else None,
+                statistics.median(durings) if durings else None,
+                statistics.median(o.before_rps for o in runs),
+                int(statistics.median(o.changes for o in runs)),
+            )
+        )
+    return summary
+
+
+if __name__ == "__main__":
+    main()
