@@ -28,7 +28,9 @@ import json
 import multiprocessing
 import multiprocessing.synchronize
 import queue
+import shutil
 import statistics
+import tempfile
 import threading
 import time
 import uuid
@@ -38,7 +40,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from brokers import KAFKA_BENCH_HEAP, BrokerUnderTest, start_kbroker
+import throughput
+from brokers import KAFKA_BENCH_HEAP, BrokerUnderTest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -48,6 +51,9 @@ from compat_tests.zookeeper_process import java_available
 RESULTS = Path(__file__).resolve().parent / "results"
 TOPIC = "rebalance-bench"
 REPORT_INTERVAL = 0.25
+# Consecutive records the producer writes to one partition: batches of several records, as
+# producers send them, rather than one record per partition and request.
+PRODUCE_RUN = 20
 
 # The group settings of each protocol, as a client selects them.
 PROTOCOLS: dict[str, dict[str, str]] = {
@@ -71,23 +77,26 @@ class BenchKafka43Process(KRaftKafkaProcess):
 
 
 @contextmanager
-def start_kafka43() -> Iterator[BrokerUnderTest]:
+def start_kbroker(overrides: dict[str, str]) -> Iterator[BrokerUnderTest]:
+    with throughput.own_broker(**overrides) as broker:
+        yield BrokerUnderTest("kbroker", broker.bootstrap, broker)
+
+
+@contextmanager
+def start_kafka43(overrides: dict[str, str]) -> Iterator[BrokerUnderTest]:
     if not (java_available() and kafka43_available()):
         raise SystemExit("Kafka 4.3 needs java and ../shared/kafka-4.3")
-    import shutil
-    import tempfile
-
     work = Path(tempfile.mkdtemp(prefix="kafka43-bench-"))
-    kafka = BenchKafka43Process(work)
+    kafka = BenchKafka43Process(work, overrides=overrides)
     try:
         kafka.start(timeout=120)
         yield BrokerUnderTest("kafka43", kafka.bootstrap, kafka)
     finally:
-        kafka.stop(30)
+        kafka.stop(throughput.STOP_TIMEOUT)
         shutil.rmtree(work, ignore_errors=True)
 
 
-STARTERS: dict[str, Callable[[], AbstractContextManager[BrokerUnderTest]]] = {
+STARTERS: dict[str, Callable[[dict[str, str]], AbstractContextManager[BrokerUnderTest]]] = {
     "kbroker": start_kbroker,
     "kafka43": start_kafka43,
 }
@@ -100,12 +109,14 @@ def run_members(
     bootstrap: str,
     group: str,
     protocol: str,
+    settings: dict[str, str],
     members: list[int],
     reports: multiprocessing.Queue[Report],
     stop: multiprocessing.synchronize.Event,
 ) -> None:
-    """One process: a consumer thread per member; assignment changes and consumed counts go to
-    ``reports``. A set ``stop`` closes every consumer (each leaves the group)."""
+    """One process: a consumer thread per member (``settings`` added to its configuration);
+    assignment changes and consumed counts go to ``reports``. A set ``stop`` closes every
+    consumer (each leaves the group)."""
     consumed = [0]
     lock = threading.Lock()
 
@@ -119,6 +130,7 @@ def run_members(
                 "auto.offset.reset": "latest",
                 "queued.min.messages": 2000,
                 **PROTOCOLS[protocol],
+                **settings,
             }
         )
 
@@ -154,22 +166,38 @@ def run_members(
 
 
 def run_producer(
-    bootstrap: str, partitions: int, rate: int, stop: multiprocessing.synchronize.Event
+    bootstrap: str,
+    partitions: int,
+    rate: int,
+    reports: multiprocessing.Queue[Report],
+    stop: multiprocessing.synchronize.Event,
 ) -> None:
-    """``rate`` 100-byte records per second, round robin over the partitions."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "1"})
+    """``rate`` 100-byte records per second, PRODUCE_RUN records to a partition and then on
+    to the next; the records acknowledged go to ``reports`` every 0.25 s."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 100, "acks": "1"})
     value = b"x" * 100
-    started = time.monotonic()
+    acked = [0]
+
+    def delivered(err: object, _msg: object) -> None:
+        if err is None:
+            acked[0] += 1
+
+    started = last_report = time.monotonic()
     sent = 0
     while not stop.is_set():
         due = int((time.monotonic() - started) * rate)
         while sent < due:
+            partition = (sent // PRODUCE_RUN) % partitions
             try:
-                producer.produce(TOPIC, value, partition=sent % partitions)
+                producer.produce(TOPIC, value, partition=partition, on_delivery=delivered)
             except BufferError:
                 break
             sent += 1
         producer.poll(0.01)
+        if time.monotonic() - last_report >= REPORT_INTERVAL:
+            last_report = time.monotonic()
+            reports.put(("produced", -1, last_report, acked[0]))
+            acked[0] = 0
     producer.flush(30)
 
 
@@ -181,9 +209,12 @@ class Outcome:
     broker: str
     protocol: str
     event: str
+    # From the event to the first assignment change of another member, and to settled.
+    first_change_s: float | None
     settle_s: float | None
     during_rps: float | None
     before_rps: float
+    produced_rps: float
     # Assignment changes reported between the event and settling (all members).
     changes: int
 
@@ -196,6 +227,9 @@ class Group:
         self.partitions = partitions
         self.held: dict[int, frozenset[int]] = {}
         self.consumed: list[tuple[float, int]] = []
+        self.produced: list[tuple[float, int]] = []
+        # (time, member) of each assignment change
+        self.change_times: list[tuple[float, int]] = []
         self.marks: dict[tuple[str, int], float] = {}
         self.last_change = 0.0
         self.changes = 0
@@ -210,18 +244,34 @@ class Group:
             if kind == "assignment":
                 self.held[who] = frozenset(payload)
                 self.last_change = at
+                self.change_times.append((at, who))
                 self.changes += 1
             elif kind == "closed":
                 self.held.pop(who, None)
                 self.last_change = at
             elif kind == "consumed":
                 self.consumed.append((at, payload))
+            elif kind == "produced":
+                self.produced.append((at, payload))
             else:
                 self.marks[(kind, who)] = at
             try:
                 report = self._reports.get_nowait()
             except queue.Empty:
                 return
+
+    def run_for(self, seconds: float) -> None:
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            self.drain(0.1)
+
+    def wait_mark(self, kind: str, member: int, timeout: float = 120.0) -> float:
+        deadline = time.monotonic() + timeout
+        while (kind, member) not in self.marks:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"member {member} never reported {kind}")
+            self.drain(0.1)
+        return self.marks[(kind, member)]
 
     def balanced(self, members: int) -> bool:
         owners = [p for p in self.held.values() if p]
@@ -245,11 +295,16 @@ class Group:
                 return self.last_change
         return None
 
-    def rate(self, start: float, end: float) -> float:
-        """Records consumed per second between two moments (0.25 s reports)."""
-        if end <= start:
-            return 0.0
-        total = sum(n for at, n in self.consumed if start < at <= end + REPORT_INTERVAL)
+    def first_change(self, after: float, member: int) -> float | None:
+        """The first change after ``after`` of a member other than ``member``."""
+        return min(
+            (at for at, who in self.change_times if at > after and who != member), default=None
+        )
+
+    @staticmethod
+    def rate(counts: list[tuple[float, int]], start: float, end: float) -> float:
+        """Records per second between two moments, from 0.25 s reports."""
+        total = sum(n for at, n in counts if start < at <= end + REPORT_INTERVAL)
         return total / (end - start + REPORT_INTERVAL)
 
 
@@ -266,12 +321,18 @@ def create_topic(bootstrap: str, partitions: int) -> None:
     raise RuntimeError(f"{TOPIC} has no leaders after 120 s")
 
 
-def measure(broker: BrokerUnderTest, protocol: str, args: argparse.Namespace) -> list[Outcome]:
-    """One group of ``args.members`` members; a member joins, then the same member leaves."""
+def measure(
+    broker: BrokerUnderTest,
+    protocol: str,
+    reports: multiprocessing.Queue[Report],
+    args: argparse.Namespace,
+) -> list[Outcome]:
+    """One group of ``args.members`` members; a member joins, then the same member leaves.
+    ``reports`` also carries the producer's counts."""
     context = multiprocessing.get_context("spawn")
-    reports: multiprocessing.Queue[Report] = context.Queue()
     group_id = f"rebalance-{protocol}-{uuid.uuid4().hex[:8]}"
     view = Group(reports, args.partitions)
+    settings = client_settings(protocol, args)
     base_stop, joiner_stop = context.Event(), context.Event()
     per_process = -(-args.members // args.processes)
     processes = [
@@ -281,6 +342,7 @@ def measure(broker: BrokerUnderTest, protocol: str, args: argparse.Namespace) ->
                 broker.bootstrap,
                 group_id,
                 protocol,
+                settings,
                 list(range(start, min(start + per_process, args.members))),
                 reports,
                 base_stop,
@@ -290,36 +352,33 @@ def measure(broker: BrokerUnderTest, protocol: str, args: argparse.Namespace) ->
     ]
     joiner = context.Process(
         target=run_members,
-        args=(broker.bootstrap, group_id, protocol, [args.members], reports, joiner_stop),
+        args=(
+            broker.bootstrap,
+            group_id,
+            protocol,
+            settings,
+            [args.members],
+            reports,
+            joiner_stop,
+        ),
     )
     outcomes: list[Outcome] = []
     try:
         for process in processes:
             process.start()
         if view.wait_settled(args.members, args.timeout) is None:
-            raise RuntimeError(
-                f"{broker.name} {protocol}: the group of {args.members} never settled"
-            )
-        steady_until = time.monotonic() + args.steady
-        while time.monotonic() < steady_until:
-            view.drain(0.1)
-
+            raise RuntimeError(f"{broker.name} {protocol}: the first {args.members} never settled")
+        view.run_for(args.steady)
         changes = view.changes
         joiner.start()
-        while ("subscribed", args.members) not in view.marks:
-            view.drain(0.1)
-        joined = view.marks[("subscribed", args.members)]
+        joined = view.wait_mark("subscribed", args.members)
         settled = view.wait_settled(args.members + 1, args.timeout)
         outcomes.append(outcome(broker, protocol, "join", view, joined, settled, changes, args))
 
-        steady_until = time.monotonic() + args.steady
-        while time.monotonic() < steady_until:
-            view.drain(0.1)
+        view.run_for(args.steady)
         changes = view.changes
         joiner_stop.set()
-        while ("closing", args.members) not in view.marks:
-            view.drain(0.1)
-        leaving = view.marks[("closing", args.members)]
+        leaving = view.wait_mark("closing", args.members)
         settled = view.wait_settled(args.members, args.timeout)
         outcomes.append(outcome(broker, protocol, "leave", view, leaving, settled, changes, args))
     finally:
@@ -330,7 +389,27 @@ def measure(broker: BrokerUnderTest, protocol: str, args: argparse.Namespace) ->
                 process.join(90)
                 if process.is_alive():
                     process.kill()
+        # What the closing members still reported belongs to this group only.
+        view.drain(1.0)
     return outcomes
+
+
+def client_settings(protocol: str, args: argparse.Namespace) -> dict[str, str]:
+    """With --heartbeat-ms the classic members heartbeat at that interval, as the broker then
+    has the consumer protocol's members do."""
+    if args.heartbeat_ms is None or PROTOCOLS[protocol]["group.protocol"] != "classic":
+        return {}
+    return {"heartbeat.interval.ms": str(args.heartbeat_ms)}
+
+
+def broker_settings(args: argparse.Namespace) -> dict[str, str]:
+    if args.heartbeat_ms is None:
+        return {}
+    interval = str(args.heartbeat_ms)
+    return {
+        "group.consumer.heartbeat.interval.ms": interval,
+        "group.consumer.min.heartbeat.interval.ms": interval,
+    }
 
 
 def outcome(
@@ -343,37 +422,43 @@ def outcome(
     changes_before: int,
     args: argparse.Namespace,
 ) -> Outcome:
-    settle = None if settled is None else max(0.0, settled - started)
-    during = None if settled is None else view.rate(started, max(settled, started))
+    first = view.first_change(started, args.members)
     result = Outcome(
-        broker.name,
-        protocol,
-        event,
-        settle,
-        during,
-        view.rate(started - args.steady, started),
-        view.changes - changes_before,
+        broker=broker.name,
+        protocol=protocol,
+        event=event,
+        first_change_s=None if first is None else first - started,
+        settle_s=None if settled is None else max(0.0, settled - started),
+        during_rps=None if settled is None else view.rate(view.consumed, started, settled),
+        before_rps=view.rate(view.consumed, started - args.steady, started),
+        produced_rps=view.rate(view.produced, started - args.steady, started),
+        changes=view.changes - changes_before,
     )
-    shown = "not settled" if settle is None else f"{settle:6.2f} s"
     print(
-        f"{broker.name:8} {protocol:12} {event:6} settled {shown}, "
-        f"{result.during_rps or 0:9,.0f} records/s during, {result.before_rps:9,.0f} before, "
+        f"{broker.name:8} {protocol:12} {event:6} first change {seconds(result.first_change_s)}, "
+        f"settled {seconds(result.settle_s)}; records/s {result.during_rps or 0:,.0f} during, "
+        f"{result.before_rps:,.0f} before, {result.produced_rps:,.0f} produced; "
         f"{result.changes} assignment changes",
         flush=True,
     )
     return result
 
 
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def table(outcomes: list[Outcome]) -> str:
     lines = [
-        "| broker | protocol | event | settled (s) | records/s during | records/s before |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| broker | protocol | event | first change (s) | settled (s) | records/s during "
+        "| records/s before | produced/s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for o in outcomes:
-        settle = "not settled" if o.settle_s is None else f"{o.settle_s:.2f}"
         during = "-" if o.during_rps is None else f"{o.during_rps:,.0f}"
         lines.append(
-            f"| {o.broker} | {o.protocol} | {o.event} | {settle} | {during} | {o.before_rps:,.0f} |"
+            f"| {o.broker} | {o.protocol} | {o.event} | {seconds(o.first_change_s)} "
+            f"| {seconds(o.settle_s)} | {during} | {o.before_rps:,.0f} | {o.produced_rps:,.0f} |"
         )
     return "\n".join(lines)
 
@@ -389,6 +474,12 @@ def main() -> None:
     parser.add_argument("--steady", type=float, default=5.0, help="seconds before each event")
     parser.add_argument("--timeout", type=float, default=180.0, help="longest wait to settle")
     parser.add_argument("--repeat", type=int, default=1, help="runs per broker and protocol")
+    parser.add_argument(
+        "--heartbeat-ms",
+        type=int,
+        help="group.consumer.(min.)heartbeat.interval.ms of the brokers and heartbeat.interval.ms"
+        " of the classic members (default: each one's default, 5,000 and 3,000)",
+    )
     parser.add_argument("--json", type=Path, default=RESULTS / "consumer_group_rebalance.json")
     args = parser.parse_args()
     brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
@@ -400,17 +491,19 @@ def main() -> None:
     outcomes: list[Outcome] = []
     context = multiprocessing.get_context("spawn")
     for name in brokers:
-        with STARTERS[name]() as broker:
+        with STARTERS[name](broker_settings(args)) as broker:
             create_topic(broker.bootstrap, args.partitions)
+            reports: multiprocessing.Queue[Report] = context.Queue()
             stop = context.Event()
             producer = context.Process(
-                target=run_producer, args=(broker.bootstrap, args.partitions, args.rate, stop)
+                target=run_producer,
+                args=(broker.bootstrap, args.partitions, args.rate, reports, stop),
             )
             producer.start()
             try:
                 for _ in range(args.repeat):
                     for protocol in protocols:
-                        outcomes.extend(measure(broker, protocol, args))
+                        outcomes.extend(measure(broker, protocol, reports, args))
             finally:
                 stop.set()
                 producer.join(60)
@@ -418,15 +511,9 @@ def main() -> None:
     print()
     print(table(summary))
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
-        json.dumps(
-            {
-                "args": {k: str(v) for k, v in vars(args).items()},
-                "runs": [asdict(o) for o in outcomes],
-            },
-            indent=2,
-        )
-    )
+    settings = {k: str(v) for k, v in vars(args).items()}
+    runs = [asdict(o) for o in outcomes]
+    args.json.write_text(json.dumps({"args": settings, "runs": runs}, indent=2))
 
 
 def summarize(outcomes: list[Outcome]) -> list[Outcome]:
@@ -434,22 +521,25 @@ def summarize(outcomes: list[Outcome]) -> list[Outcome]:
     keyed: dict[tuple[str, str, str], list[Outcome]] = {}
     for o in outcomes:
         keyed.setdefault((o.broker, o.protocol, o.event), []).append(o)
-    summary = []
-    for (broker, protocol, event), runs in keyed.items():
-        settles = [o.settle_s for o in runs if o.settle_s is not None]
-        durings = [o.during_rps for o in runs if o.during_rps is not None]
-        summary.append(
-            Outcome(
-                broker,
-                protocol,
-                event,
-                statistics.median(settles) if settles else None,
-                statistics.median(durings) if durings else None,
-                statistics.median(o.before_rps for o in runs),
-                int(statistics.median(o.changes for o in runs)),
-            )
+
+    def median(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return statistics.median(known) if known else None
+
+    return [
+        Outcome(
+            broker=broker,
+            protocol=protocol,
+            event=event,
+            first_change_s=median([o.first_change_s for o in runs]),
+            settle_s=median([o.settle_s for o in runs]),
+            during_rps=median([o.during_rps for o in runs]),
+            before_rps=statistics.median(o.before_rps for o in runs),
+            produced_rps=statistics.median(o.produced_rps for o in runs),
+            changes=int(statistics.median(o.changes for o in runs)),
         )
-    return summary
+        for (broker, protocol, event), runs in keyed.items()
+    ]
 
 
 if __name__ == "__main__":
