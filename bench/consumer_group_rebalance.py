@@ -215,6 +215,8 @@ class Outcome:
     during_rps: float | None
     before_rps: float
     produced_rps: float
+    # The broker's CPU seconds per second (all cores) from the event until settled.
+    broker_cpu: float | None
     # Assignment changes reported between the event and settling (all members).
     changes: int
 
@@ -369,18 +371,18 @@ def measure(
         if view.wait_settled(args.members, args.timeout) is None:
             raise RuntimeError(f"{broker.name} {protocol}: the first {args.members} never settled")
         view.run_for(args.steady)
-        changes = view.changes
+        before = Snapshot.take(view, broker)
         joiner.start()
         joined = view.wait_mark("subscribed", args.members)
         settled = view.wait_settled(args.members + 1, args.timeout)
-        outcomes.append(outcome(broker, protocol, "join", view, joined, settled, changes, args))
+        outcomes.append(outcome(broker, protocol, "join", view, joined, settled, before, args))
 
         view.run_for(args.steady)
-        changes = view.changes
+        before = Snapshot.take(view, broker)
         joiner_stop.set()
         leaving = view.wait_mark("closing", args.members)
         settled = view.wait_settled(args.members, args.timeout)
-        outcomes.append(outcome(broker, protocol, "leave", view, leaving, settled, changes, args))
+        outcomes.append(outcome(broker, protocol, "leave", view, leaving, settled, before, args))
     finally:
         base_stop.set()
         joiner_stop.set()
@@ -392,6 +394,19 @@ def measure(
         # What the closing members still reported belongs to this group only.
         view.drain(1.0)
     return outcomes
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Counters taken just before an event."""
+
+    changes: int
+    at: float
+    cpu_seconds: float | None
+
+    @classmethod
+    def take(cls, view: Group, broker: BrokerUnderTest) -> Snapshot:
+        return cls(view.changes, time.monotonic(), broker.cpu_seconds())
 
 
 def client_settings(protocol: str, args: argparse.Namespace) -> dict[str, str]:
@@ -419,10 +434,14 @@ def outcome(
     view: Group,
     started: float,
     settled: float | None,
-    changes_before: int,
+    before: Snapshot,
     args: argparse.Namespace,
 ) -> Outcome:
     first = view.first_change(started, args.members)
+    cpu_now = broker.cpu_seconds()
+    cpu = None
+    if cpu_now is not None and before.cpu_seconds is not None:
+        cpu = (cpu_now - before.cpu_seconds) / (time.monotonic() - before.at)
     result = Outcome(
         broker=broker.name,
         protocol=protocol,
@@ -432,13 +451,14 @@ def outcome(
         during_rps=None if settled is None else view.rate(view.consumed, started, settled),
         before_rps=view.rate(view.consumed, started - args.steady, started),
         produced_rps=view.rate(view.produced, started - args.steady, started),
-        changes=view.changes - changes_before,
+        broker_cpu=cpu,
+        changes=view.changes - before.changes,
     )
     print(
         f"{broker.name:8} {protocol:12} {event:6} first change {seconds(result.first_change_s)}, "
         f"settled {seconds(result.settle_s)}; records/s {result.during_rps or 0:,.0f} during, "
         f"{result.before_rps:,.0f} before, {result.produced_rps:,.0f} produced; "
-        f"{result.changes} assignment changes",
+        f"{result.changes} assignment changes; broker CPU {percent(result.broker_cpu)}",
         flush=True,
     )
     return result
@@ -448,17 +468,22 @@ def seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
 def table(outcomes: list[Outcome]) -> str:
     lines = [
         "| broker | protocol | event | first change (s) | settled (s) | records/s during "
-        "| records/s before | produced/s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| records/s before | produced/s | broker CPU |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for o in outcomes:
         during = "-" if o.during_rps is None else f"{o.during_rps:,.0f}"
         lines.append(
             f"| {o.broker} | {o.protocol} | {o.event} | {seconds(o.first_change_s)} "
-            f"| {seconds(o.settle_s)} | {during} | {o.before_rps:,.0f} | {o.produced_rps:,.0f} |"
+            f"| {seconds(o.settle_s)} | {during} | {o.before_rps:,.0f} | {o.produced_rps:,.0f} "
+            f"| {percent(o.broker_cpu)} |"
         )
     return "\n".join(lines)
 
@@ -536,6 +561,7 @@ def summarize(outcomes: list[Outcome]) -> list[Outcome]:
             during_rps=median([o.during_rps for o in runs]),
             before_rps=statistics.median(o.before_rps for o in runs),
             produced_rps=statistics.median(o.produced_rps for o in runs),
+            broker_cpu=median([o.broker_cpu for o in runs]),
             changes=int(statistics.median(o.changes for o in runs)),
         )
         for (broker, protocol, event), runs in keyed.items()
