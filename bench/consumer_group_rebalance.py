@@ -275,6 +275,16 @@ class Group:
             self.drain(0.1)
         return self.marks[(kind, member)]
 
+    def state(self) -> str:
+        """The members' holdings, for a group that does not settle."""
+        owners = [p for p in self.held.values() if p]
+        sizes = sorted(len(p) for p in owners)
+        union = len(frozenset().union(*owners)) if owners else 0
+        return (
+            f"{len(owners)} members hold partitions ({sizes}), {sum(sizes)} in all, "
+            f"{union} distinct; last change {time.monotonic() - self.last_change:.1f} s ago"
+        )
+
     def balanced(self, members: int) -> bool:
         owners = [p for p in self.held.values() if p]
         if len(owners) != members:
@@ -369,7 +379,9 @@ def measure(
         for process in processes:
             process.start()
         if view.wait_settled(args.members, args.timeout) is None:
-            raise RuntimeError(f"{broker.name} {protocol}: the first {args.members} never settled")
+            raise RuntimeError(
+                f"{broker.name} {protocol}: the first {args.members} never settled: {view.state()}"
+            )
         view.run_for(args.steady)
         before = Snapshot.take(view, broker)
         joiner.start()
