@@ -540,7 +540,11 @@ def main() -> None:
             try:
                 for _ in range(args.repeat):
                     for protocol in protocols:
-                        outcomes.extend(measure(broker, protocol, reports, args))
+                        try:
+                            outcomes.extend(measure(broker, protocol, reports, args))
+                        except RuntimeError as exc:
+                            # A group that never settles is a finding; the other runs go on.
+                            print(f"{name:8} {protocol:12} failed: {exc}", flush=True)
             finally:
                 stop.set()
                 producer.join(60)
