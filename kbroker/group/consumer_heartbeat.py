@@ -422,7 +422,15 @@ class ConsumerGroupProtocol:
             records,
         )
         data.session_deadlines[reconciled.member_id] = now + settings.session_timeout_ms
-        send = _full_request(req) or reconciled.assigned != member.assigned
+        # A request from the member's previous epoch is accepted because the answer that moved
+        # it on was lost; that answer may have carried its new partitions, and a client that
+        # timed it out need not send a full request next (librdkafka 2.16 times a heartbeat out
+        # after one heartbeat interval and then only acknowledges), so they go out again.
+        send = (
+            _full_request(req)
+            or req.member_epoch < member.member_epoch
+            or reconciled.assigned != member.assigned
+        )
         result = HeartbeatResult(
             ErrorCode.NONE,
             member_id=reconciled.member_id,
