@@ -422,14 +422,17 @@ class ConsumerGroupProtocol:
             records,
         )
         data.session_deadlines[reconciled.member_id] = now + settings.session_timeout_ms
-        # A request from the member's previous epoch is accepted because the answer that moved
-        # it on was lost; that answer may have carried its new partitions, and a client that
-        # timed it out need not send a full request next (librdkafka 2.16 times a heartbeat out
-        # after one heartbeat interval and then only acknowledges), so they go out again.
+        # Besides Kafka's cases (a full request, a changed assignment), the assignment goes out
+        # again when the member may have lost the answer that carried it: a client that timed
+        # an answer out need not send a full request next (librdkafka 2.16 times a heartbeat
+        # out after one heartbeat interval and then only acknowledges). Its request is then
+        # from its previous epoch (accepted for that reason: an answer moved it on), or it
+        # reports owning partitions it was asked to revoke.
         send = (
             _full_request(req)
-            or req.member_epoch < member.member_epoch
             or reconciled.assigned != member.assigned
+            or req.member_epoch < member.member_epoch
+            or (req.owned is not None and reconciled.state is MemberState.UNREVOKED_PARTITIONS)
         )
         result = HeartbeatResult(
             ErrorCode.NONE,
