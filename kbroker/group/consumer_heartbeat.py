@@ -189,6 +189,13 @@ def _full_request(req: ConsumerHeartbeat) -> bool:
     )
 
 
+def _same_partitions(owned: Assignment, assigned: Assignment) -> bool:
+    def present(assignment: Assignment) -> dict[TopicId, frozenset[int]]:
+        return {t: frozenset(p) for t, p in assignment.items() if p}
+
+    return present(owned) == present(assigned)
+
+
 def metadata_value(member: ConsumerMember) -> MemberMetadataValue:
     return MemberMetadataValue(
         member.instance_id,
@@ -427,12 +434,13 @@ class ConsumerGroupProtocol:
         # an answer out need not send a full request next (librdkafka 2.16 times a heartbeat
         # out after one heartbeat interval and then only acknowledges). Its request is then
         # from its previous epoch (accepted for that reason: an answer moved it on), or it
-        # reports owning partitions it was asked to revoke.
+        # reports owning other partitions than it was given (some it was asked to revoke, or
+        # not those it was given since).
         send = (
             _full_request(req)
             or reconciled.assigned != member.assigned
             or req.member_epoch < member.member_epoch
-            or (req.owned is not None and reconciled.state is MemberState.UNREVOKED_PARTITIONS)
+            or (req.owned is not None and not _same_partitions(req.owned, reconciled.assigned))
         )
         result = HeartbeatResult(
             ErrorCode.NONE,
