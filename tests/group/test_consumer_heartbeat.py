@@ -194,6 +194,59 @@ def test_epochs_are_checked() -> None:
     assert again is not None and again.error == E.NONE and again.member_epoch == 2
 
 
+def test_a_retry_from_the_previous_epoch_gets_the_assignment_its_lost_answer_carried() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    asked = h.heartbeat("a", 1)
+    kept = parts(asked)
+    assert kept is not None and len(kept) == 2
+    h.heartbeat("b", 2, topics=(), owned={})
+    # a's acknowledgement moves it to epoch 3 with every partition, b having unsubscribed; a
+    # timed that answer out, and acknowledges again from epoch 1 without a full request.
+    moved = h.heartbeat("a", 1, owned={T: frozenset(kept)})
+    assert moved is not None and (moved.member_epoch, parts(moved)) == (3, {0, 1, 2, 3})
+    retried = h.heartbeat("a", 1, owned={T: frozenset(kept)})
+    assert retried is not None and (retried.member_epoch, parts(retried)) == (3, {0, 1, 2, 3})
+    # From its current epoch, with nothing new, the answer carries no assignment.
+    steady = h.heartbeat("a", 3)
+    assert steady is not None and (steady.member_epoch, steady.assignment) == (3, None)
+    h.owners_are_unique()
+
+
+def test_a_member_reporting_partitions_it_must_revoke_is_told_again() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    asked = h.heartbeat("a", 1)
+    kept = parts(asked)
+    assert kept is not None and len(kept) == 2
+    # a timed that answer out and heartbeats again with all four partitions.
+    again = h.heartbeat("a", 1, owned={T: frozenset({0, 1, 2, 3})})
+    assert again is not None and (again.member_epoch, parts(again)) == (1, kept)
+    # Not saying what it owns, it is not told again.
+    silent = h.heartbeat("a", 1)
+    assert silent is not None and (silent.member_epoch, silent.assignment) == (1, None)
+    h.owners_are_unique()
+
+
+def test_a_member_reporting_fewer_partitions_than_it_was_given_is_told_again() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    kept = parts(h.heartbeat("a", 1))
+    assert kept is not None
+    h.heartbeat("a", 1, owned={T: frozenset(kept)})
+    # b is given the two partitions a released; it timed that answer out and still says it
+    # owns none.
+    given = parts(h.heartbeat("b", 2))
+    assert given == {0, 1, 2, 3} - kept
+    again = h.heartbeat("b", 2, owned={})
+    assert again is not None and (again.member_epoch, parts(again)) == (2, given)
+    acknowledged = h.heartbeat("b", 2, owned={T: frozenset(given)})
+    assert acknowledged is not None and acknowledged.assignment is None
+
+
 def test_requests_kafka_refuses() -> None:
     h = Harness()
     cases: list[tuple[dict[str, Any], E, str]] = [
