@@ -191,13 +191,6 @@ def _full_request(req: ConsumerHeartbeat) -> bool:
     )
 
 
-def _same_partitions(owned: Assignment, assigned: Assignment) -> bool:
-    def present(assignment: Assignment) -> dict[TopicId, frozenset[int]]:
-        return {t: frozenset(p) for t, p in assignment.items() if p}
-
-    return present(owned) == present(assigned)
-
-
 def metadata_value(member: ConsumerMember) -> MemberMetadataValue:
     return MemberMetadataValue(
         member.instance_id,
@@ -455,18 +448,14 @@ class ConsumerGroupProtocol:
             topic_describable=req.topic_describable,
         )
         data.session_deadlines[reconciled.member_id] = now + settings.session_timeout_ms
-        # Besides Kafka's cases (a full request, a changed assignment), the assignment goes out
-        # again when the member may have lost the answer that carried it: a client that timed
-        # an answer out need not send a full request next (librdkafka 2.16 times a heartbeat
-        # out after one heartbeat interval and then only acknowledges). Its request is then
-        # from its previous epoch (accepted for that reason: an answer moved it on), or it
-        # reports owning other partitions than it was given (some it was asked to revoke, or
-        # not those it was given since).
+        # A request from the member's previous epoch is accepted because the answer that moved
+        # it on was lost; that answer may have carried its new partitions, and a client that
+        # timed it out need not send a full request next (librdkafka 2.16 times a heartbeat out
+        # after one heartbeat interval and then only acknowledges), so they go out again.
         send = (
             _full_request(req)
-            or reconciled.assigned != member.assigned
             or req.member_epoch < member.member_epoch
-            or (req.owned is not None and not _same_partitions(req.owned, reconciled.assigned))
+            or reconciled.assigned != member.assigned
         )
         result = HeartbeatResult(
             ErrorCode.NONE,

@@ -214,39 +214,6 @@ def test_a_retry_from_the_previous_epoch_gets_the_assignment_its_lost_answer_car
     h.owners_are_unique()
 
 
-def test_a_member_reporting_partitions_it_must_revoke_is_told_again() -> None:
-    h = Harness()
-    h.heartbeat("a", 0)
-    h.heartbeat("b", 0)
-    asked = h.heartbeat("a", 1)
-    kept = parts(asked)
-    assert kept is not None and len(kept) == 2
-    # a timed that answer out and heartbeats again with all four partitions.
-    again = h.heartbeat("a", 1, owned={T: frozenset({0, 1, 2, 3})})
-    assert again is not None and (again.member_epoch, parts(again)) == (1, kept)
-    # Not saying what it owns, it is not told again.
-    silent = h.heartbeat("a", 1)
-    assert silent is not None and (silent.member_epoch, silent.assignment) == (1, None)
-    h.owners_are_unique()
-
-
-def test_a_member_reporting_fewer_partitions_than_it_was_given_is_told_again() -> None:
-    h = Harness()
-    h.heartbeat("a", 0)
-    h.heartbeat("b", 0)
-    kept = parts(h.heartbeat("a", 1))
-    assert kept is not None
-    h.heartbeat("a", 1, owned={T: frozenset(kept)})
-    # b is given the two partitions a released; it timed that answer out and still says it
-    # owns none.
-    given = parts(h.heartbeat("b", 2))
-    assert given == {0, 1, 2, 3} - kept
-    again = h.heartbeat("b", 2, owned={})
-    assert again is not None and (again.member_epoch, parts(again)) == (2, given)
-    acknowledged = h.heartbeat("b", 2, owned={T: frozenset(given)})
-    assert acknowledged is not None and acknowledged.assignment is None
-
-
 def test_requests_kafka_refuses() -> None:
     h = Harness()
     cases: list[tuple[dict[str, Any], E, str]] = [
