@@ -5,8 +5,9 @@ each partition count (`--partitions`, one topic each) and each number of consume
 (`--consumers`), alternating the brokers run by run, a new share group of that many Java
 KafkaShareConsumers (kafka-clients 4.3, one JVM each,
 compat_tests/jvm_share/ShareWorker.java in quiet mode: explicit ACCEPT of every record, one
-commitSync per poll) subscribes to the topic. Once every consumer has subscribed and one
-warm-up record per partition has been acknowledged (the share partitions are initialized), a
+commitSync per poll) subscribes to the topic. Once every consumer has subscribed, one warm-up
+record per partition has been acknowledged (the share partitions are initialized) and the
+group has settled (bench/share_warmup.py: no more partitions moving between consumers), a
 confluent-kafka producer sends `--records` records of 100 bytes, round-robin over the
 partitions; the figure is those records divided by the time from the first send to the last
 acknowledgement (each consumer reports the wall-clock time it reached its count). Prints the
@@ -35,6 +36,7 @@ if str(REPO_ROOT) not in sys.path:
 from brokers import STARTERS, broker_names  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from share_warmup import WarmUp  # noqa: E402
 
 from compat_tests.share_workers import ShareWorkers, Worker  # noqa: E402
 
@@ -89,13 +91,15 @@ def one_run(
         share.wait_until(
             lambda: all(w.has_line(f"ready {w.name}") for w in workers), 300, "subscriptions"
         )
-        # One record per partition, a round every 2 s until as many are acknowledged: the
+        # One record per partition, a round every 2 s until the group has settled
+        # (bench/share_warmup.py: no partition moves between consumers while measuring): the
         # share partitions start at the latest offset only once the group has fetched from
         # them, so a round produced before that is never delivered.
+        warm_up = WarmUp(partitions)
         deadline = time.monotonic() + 300
-        while total_acked(workers) < partitions:
+        while not warm_up.settled([w.acked_progress()[0] for w in workers], time.monotonic()):
             if time.monotonic() > deadline:
-                raise RuntimeError("warm-up records never acknowledged")
+                raise RuntimeError("the group did not settle: warm-up records not acknowledged")
             produce(share.bootstrap, topic, partitions, partitions)
             time.sleep(2.0)
         before = total_acked(workers)
@@ -105,6 +109,9 @@ def one_run(
             lambda: total_acked(workers) >= before + records, 600, f"{records} acknowledged"
         )
         finished_ms = max(w.acked_progress()[1] for w in workers)
+        failed = sum(len(w.failures()) for w in workers)
+        if failed:
+            print(f"{group}: {failed} failed acknowledgements (partitions)", flush=True)
     finally:
         share.stop_all()
     return records / ((finished_ms - started_ms) / 1000)
