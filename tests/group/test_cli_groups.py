@@ -220,8 +220,11 @@ async def test_list_and_describe_a_consumer_group(broker: Broker) -> None:
         await consumer_heartbeat(
             conn, a, 0, instance_id="inst-a", rack_id="rack-1", subscribed_topic_names=[TOPIC]
         )
-        await consumer_heartbeat(conn, b, 0, subscribed_topic_regex="^aud.*")
+        joined_b = await consumer_heartbeat(conn, b, 0, subscribed_topic_regex="^aud.*")
         await consumer_heartbeat(conn, c, 0, subscribed_topic_names=[TOPIC])
+        # A new regex is resolved at the group's next heartbeat (c's), so b gets its topic at
+        # its own next one.
+        await consumer_heartbeat(conn, b, joined_b.member_epoch)
         await commit_as_member(conn, a, 1, 0, 7)
 
         listed = await run_json(broker, "list")
@@ -302,7 +305,7 @@ async def test_list_and_describe_a_consumer_group(broker: Broker) -> None:
             f"{TOPIC}:0,1",
             format_partitions(parts(a, "target")),
         ]
-        assert rows[b][5:] == ["2", "/^aud.*/", "audit:0", "audit:0"]
+        assert rows[b][5:] == ["3", "/^aud.*/", "audit:0", "audit:0"]
         assert rows[c][5:] == ["3", TOPIC, "-", format_partitions(parts(c, "target"))]
         # Offsets of a consumer group with members cannot be reset from outside.
         code, _, err = await run_cli(
