@@ -17,6 +17,7 @@ set with the Java Admin client, as Kafka's README for 4.3 does with kafka-config
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,7 +237,7 @@ def test_released_every_time_archived_at_delivery_count_limit(workers: ShareWork
     assert [(a.offset, a.delivery_count) for a in accepter.acquisitions()] == [(records, 1)]
 
 
-def test_killed_consumer_records_redelivered_after_lock_expiry(workers: ShareWorkers) -> None:
+def test_killed_consumer_records_go_to_the_others(workers: ShareWorkers) -> None:
     topic = create_topic(workers.bootstrap)
     records = 200
     produce(workers.bootstrap, topic, records)
@@ -245,6 +246,7 @@ def test_killed_consumer_records_redelivered_after_lock_expiry(workers: ShareWor
     workers.wait_until(lambda: holder.has_line("holding holder"), 60, "the holder's records")
     held = {(a.partition, a.offset): a for a in holder.acquisitions()}
     assert held
+    killed_ms = time.time() * 1000
     holder.kill()
     others = [workers.start(f"c{i}", group, topic) for i in range(2)]
     everything = [(0, offset) for offset in range(records)]
@@ -260,9 +262,12 @@ def test_killed_consumer_records_redelivered_after_lock_expiry(workers: ShareWor
         assert found[0] == first and len(found) >= 2, found
         again = found[1]
         assert again.consumer != "holder" and again.delivery_count == 2, found
-        # Not before the holder's lock expired (its acquisition plus the group's lock).
-        assert again.time_ms >= first.time_ms + LOCK_MS - CLOCK_SLACK_MS, found
-    assert_one_holder_at_a_time(acquisitions, {}, lock_ms=LOCK_MS)
+        # Not before the holder was killed. Kafka 4.3 releases a member's records when its
+        # connection closes (seen 1.7 s after the acquisition, with a 5 s lock); kbroker waits
+        # for the lock to expire.
+        assert again.time_ms >= killed_ms - CLOCK_SLACK_MS, found
+    killed = {record: [int(killed_ms)] for record in held}
+    assert_one_holder_at_a_time(acquisitions, killed, lock_ms=LOCK_MS)
 
 
 def test_read_committed_share_group_skips_aborted_transactions(workers: ShareWorkers) -> None:
