@@ -63,6 +63,22 @@ def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
         raise argparse.ArgumentTypeError(f"bad partition list in {spec!r}") from None
 
 
+def add_topic_scope(parser: argparse.ArgumentParser) -> None:
+    """The partitions an offsets reset applies to: --topic TOPIC[:P,P] (repeatable) or
+    --all-topics, as Kafka's group tools take them."""
+    scope = parser.add_mutually_exclusive_group(required=True)
+    scope.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC[:P,P]",
+        help="a topic, or some of its partitions (repeatable)",
+    )
+    scope.add_argument(
+        "--all-topics", action="store_true", help="every topic the group has offsets for"
+    )
+
+
 def parse_datetime(text: str) -> int:
     """ISO 8601 to epoch milliseconds; a time without a zone is UTC."""
     try:
@@ -486,17 +502,7 @@ def register(sub: Any) -> None:
     )
     reset.add_argument("group")
     add_common_options(reset)
-    scope = reset.add_mutually_exclusive_group(required=True)
-    scope.add_argument(
-        "--topic",
-        action="append",
-        default=[],
-        metavar="TOPIC[:P,P]",
-        help="a topic, or some of its partitions (repeatable)",
-    )
-    scope.add_argument(
-        "--all-topics", action="store_true", help="every topic the group has offsets for"
-    )
+    add_topic_scope(reset)
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true")
     target.add_argument("--to-latest", action="store_true")

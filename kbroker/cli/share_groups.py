@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kbroker.cli.groups import parse_datetime, parse_topic_spec
+from kbroker.cli.groups import add_topic_scope, parse_datetime, parse_topic_spec
 from kbroker.cli.ops import groups as ops_groups
 from kbroker.cli.ops import share_groups as ops
 from kbroker.cli.ops.admin import OpsError
@@ -246,17 +246,7 @@ def register(sub: Any) -> None:
     )
     reset.add_argument("group")
     add_common_options(reset)
-    scope = reset.add_mutually_exclusive_group(required=True)
-    scope.add_argument(
-        "--topic",
-        action="append",
-        default=[],
-        metavar="TOPIC[:P,P]",
-        help="a topic, or some of its partitions (repeatable)",
-    )
-    scope.add_argument(
-        "--all-topics", action="store_true", help="every topic the group has offsets for"
-    )
+    add_topic_scope(reset)
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true")
     target.add_argument("--to-latest", action="store_true")
