@@ -11,11 +11,13 @@ Their LOG_DIR is a folder of the caller's, so nothing is written under ../shared
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from compat_tests.kafka_process import KAFKA43_BIN
+from compat_tests.kafka_process import KAFKA43_BIN, kafka43_available
+from compat_tests.support import require
 
 TOOL_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true"
 TOOL_HEAP = "-Xmx192m"
@@ -97,3 +99,11 @@ class Kafka43Tools:
         run = self.run(tool, *args, stdin=stdin, timeout=timeout)
         assert run.returncode == 0, run.report()
         return run
+
+
+def kafka43_tools(bootstrap: str, log_dir: Path) -> Kafka43Tools:
+    """Kafka 4.3's tools against `bootstrap`, logging to `log_dir`; fails or skips (see
+    `require`) when Kafka 4.3 or java is missing."""
+    require(kafka43_available(), "Apache Kafka 4.3 is missing from ../shared/kafka-4.3")
+    require(shutil.which("java") is not None, "java is needed for Kafka's tools")
+    return Kafka43Tools(bootstrap, log_dir)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import sys
 import threading
@@ -24,9 +23,8 @@ from confluent_kafka import Consumer, Producer
 
 from compat_tests.broker_process import REPO_ROOT
 from compat_tests.conftest import brokers_under_test
-from compat_tests.kafka43_tools import Kafka43Tools
-from compat_tests.kafka_process import kafka43_available
-from compat_tests.support import require, wait_until
+from compat_tests.kafka43_tools import Kafka43Tools, kafka43_tools
+from compat_tests.support import wait_until
 from kbroker.cli.groups import format_partitions
 from kbroker.cli.ops import groups as ops_groups
 from kbroker.client import KafkaClient
@@ -52,9 +50,7 @@ pytestmark = [
 def tools(
     broker_kind: str, bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Kafka43Tools:
-    require(kafka43_available(), "Apache Kafka 4.3 is missing from ../shared/kafka-4.3")
-    require(shutil.which("java") is not None, "java is needed for Kafka's tools")
-    return Kafka43Tools(bootstrap, tmp_path_factory.mktemp(f"group-tools-{broker_kind}"))
+    return kafka43_tools(bootstrap, tmp_path_factory.mktemp(f"group-tools-{broker_kind}"))
 
 
 def kbroker_groups(bootstrap: str, *args: str) -> Any:

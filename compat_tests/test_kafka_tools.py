@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,9 +25,9 @@ from confluent_kafka.admin import AdminClient
 
 from compat_tests.broker_process import BrokerProcess, BrokerStartError
 from compat_tests.conftest import brokers_under_test
-from compat_tests.kafka43_tools import Kafka43Tools
-from compat_tests.kafka_process import KRaftKafkaProcess, kafka43_available
-from compat_tests.support import require, wait_for_leaders, wait_until
+from compat_tests.kafka43_tools import Kafka43Tools, kafka43_tools
+from compat_tests.kafka_process import KRaftKafkaProcess
+from compat_tests.support import wait_for_leaders, wait_until
 
 TOOL_BROKERS = ("kbroker", "kafka43", "external")
 
@@ -47,9 +46,7 @@ pytestmark = [
 def tools(
     broker_kind: str, bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Kafka43Tools:
-    require(kafka43_available(), "Apache Kafka 4.3 is missing from ../shared/kafka-4.3")
-    require(shutil.which("java") is not None, "java is needed for Kafka's tools")
-    return Kafka43Tools(bootstrap, tmp_path_factory.mktemp(f"tools-{broker_kind}"))
+    return kafka43_tools(bootstrap, tmp_path_factory.mktemp(f"tools-{broker_kind}"))
 
 
 @pytest.fixture(scope="session")
