@@ -319,8 +319,16 @@ def test_compacted_topic_fails_exactly_the_keyless_records(
     def on_delivery(err: KafkaError | None, msg: Message) -> None:
         reports[int(msg.value())] = err
 
+    # The six records must travel in one batch whatever the machine's load: the batch
+    # closes when the sixth is queued (or at flush), never on a linger timer.
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 200, "retries": 0, "acks": "all"}
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 60_000,
+            "batch.num.messages": 6,
+            "retries": 0,
+            "acks": "all",
+        }
     )
     for i in range(6):
         key = None if i in (1, 4) else f"k{i}".encode()
