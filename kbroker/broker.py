@@ -53,6 +53,7 @@ from kbroker.handlers.metadata import TopicMetadataCache
 from kbroker.log.lifecycle import LifecycleSettings, StorageLifecycle
 from kbroker.log.log_config import LogConfig
 from kbroker.log.log_manager import LogManager
+from kbroker.loop_stalls import LoopStallMonitor
 from kbroker.metrics import BrokerMetrics, MetricsServer
 from kbroker.partition import Partition
 from kbroker.producer_ids import ProducerIdAllocator
@@ -237,6 +238,7 @@ class Broker:
         self._reconfigurations: set[asyncio.Task[None]] = set()
         # The Prometheus endpoint, when metrics.port is set (kbroker/metrics.py).
         self.metrics_server: MetricsServer | None = None
+        self.loop_stalls = LoopStallMonitor(self.config.get("event.loop.stall.threshold.ms"))
         self._stopped = False
         # Set when the broker must stop by itself (every log directory failed); serve()
         # then shuts down as on SIGTERM and exits with EXIT_LOG_DIRS_FAILED.
@@ -308,6 +310,7 @@ class Broker:
 
     async def start(self) -> int:
         """Start serving on every listener; returns the port the first one is bound to."""
+        self.loop_stalls.start()
         self.logs.lock_dirs()
         await self.metadata.start()
         self._use_dynamic_configs()
@@ -377,6 +380,7 @@ class Broker:
         await self.replica_manager.stop()
         if self.storage is not None:
             await self.storage.stop()
+        self.loop_stalls.stop()
         self.logs.shutdown()
         await self.metadata.stop()
         log.info("shut down cleanly")

@@ -3,7 +3,8 @@
 Two tables, both keyed by Kafka's own property names:
 
 - ``BROKER_DEFS``: broker properties (what a stock Kafka ``server.properties`` may contain,
-  plus ``metrics.port`` and ``request.read.timeout.ms`` which are ours).
+  plus ``metrics.port``, ``request.read.timeout.ms`` and ``event.loop.stall.threshold.ms``
+  which are ours).
 - ``TOPIC_DEFS``: topic-level configs (CreateTopics / AlterConfigs), each naming the broker
   properties that supply its default, in Kafka's priority order (e.g. ``retention.ms`` comes
   from ``log.retention.ms``, then ``log.retention.minutes``, then ``log.retention.hours``).
@@ -297,6 +298,9 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     # Ours: how long a request may take to arrive once its first byte has (30 s, the clients'
     # default request.timeout.ms: a client waiting longer has given up on it anyway); -1: none.
     ConfigDef("request.read.timeout.ms", LONG, "30000", min=-1),
+    # Ours: an event-loop callback that holds every request up longer than this is logged
+    # with the code it ran and counted (kbroker/loop_stalls.py); -1: not watched.
+    ConfigDef("event.loop.stall.threshold.ms", INT, "100", min=-1),
     # Log basics.
     ConfigDef("log.dirs", LIST, None),
     ConfigDef("log.dir", LIST, "/tmp/kafka-logs"),
