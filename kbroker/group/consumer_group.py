@@ -122,8 +122,6 @@ class ConsumerGroupData:
 
     group_epoch: int = 0
     assignment_epoch: int = 0
-    # When the target assignment was computed (KIP-1263's assignment timestamp; 0: unknown).
-    assignment_time_ms: int = 0
     metadata_hash: int = 0
     creation_time_ms: int = -1
     members: dict[str, ConsumerMember] = field(default_factory=dict)
@@ -144,7 +142,6 @@ class ConsumerGroupData:
         return ConsumerGroupData(
             self.group_epoch,
             self.assignment_epoch,
-            self.assignment_time_ms,
             self.metadata_hash,
             self.creation_time_ms,
             dict(self.members),
@@ -247,9 +244,7 @@ def reconcile(
     revoked whatever the target says); ``owned``: what the member reported owning in this
     heartbeat (None: not reported); ``owner_of``: the current owner of a partition."""
     if member.state is MemberState.STABLE:
-        # A stable member still gives up the topics it no longer subscribes to, as the target
-        # may lag behind subscriptions (KIP-1263's assignment interval; KAFKA-19431).
-        if member.member_epoch == target_epoch and set(member.assigned) <= subscribed:
+        if member.member_epoch == target_epoch:
             return member
     elif member.state is MemberState.UNREVOKED_PARTITIONS and _still_owns(
         owned, member.pending_revocation

@@ -123,15 +123,12 @@ class NoTopics:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupSettings:
-    """A group's session timeout, heartbeat interval and assignment interval: the broker's
-    group.consumer.* settings, or the group's own (consumer.session.timeout.ms,
-    consumer.heartbeat.interval.ms, consumer.assignment.interval.ms, set on the GROUP config
-    resource)."""
+    """A group's session timeout and heartbeat interval: the broker's group.consumer.*
+    settings, or the group's own (consumer.session.timeout.ms, consumer.heartbeat.interval.ms,
+    set on the GROUP config resource)."""
 
     session_timeout_ms: int
     heartbeat_interval_ms: int
-    # KIP-1263: the least time between two target assignments of the group (0: at once).
-    assignment_interval_ms: int = 0
 
 
 @dataclass(slots=True)
@@ -508,9 +505,7 @@ class ConsumerGroupProtocol:
             bump = True
         if bump:
             self._bump_epoch(group_id, data, records)
-        if data.group_epoch > data.assignment_epoch and _may_assign(
-            data, self._consumer_settings(group_id).assignment_interval_ms, now
-        ):
+        if data.group_epoch > data.assignment_epoch:
             self._assign(group_id, data, records, now)
         before = data.members[updated.member_id]
         reconciled = reconcile(
@@ -746,7 +741,6 @@ class ConsumerGroupProtocol:
                     )
                 )
         data.assignment_epoch = data.group_epoch
-        data.assignment_time_ms = now
         records.append(
             (
                 ConsumerGroupKey(TARGET_ASSIGNMENT_METADATA, group_id),
@@ -960,7 +954,6 @@ class ConsumerGroupProtocol:
             data.creation_time_ms = loaded.epoch.creation_time_ms
         if loaded.target_epoch is not None:
             data.assignment_epoch = loaded.target_epoch.assignment_epoch
-            data.assignment_time_ms = loaded.target_epoch.assignment_timestamp
         settings = self._consumer_settings(group.group_id)
         for member_id, meta in loaded.members.items():
             current = loaded.current.get(member_id)
@@ -1049,21 +1042,6 @@ class ConsumerGroupProtocol:
         records.append((ConsumerGroupKey(TARGET_ASSIGNMENT_METADATA, group.group_id), None))
         records.append((ConsumerGroupKey(GROUP_METADATA, group.group_id), None))
         return records
-
-
-def _may_assign(data: ConsumerGroupData, interval_ms: int, now: int) -> bool:
-    """KIP-1263 (Kafka 4.3): a group computes a new target assignment at most once per
-    assignment interval, so that a burst of joins, leaves and subscription changes costs one
-    assignment. A group that never assigned (or whose records did not say when) assigns at
-    once. A change held back waits for the next heartbeat of any member after the interval;
-    meanwhile members keep reconciling towards the last target, less the topics they no longer
-    subscribe to. Kafka can also run the assignor on a background thread
-    (group.consumer.assignor.offload.enable); kbroker's assignors take well under a
-    millisecond, so it assigns in line and the heartbeat that triggers the assignment carries
-    its result."""
-    if data.assignment_time_ms <= 0 or interval_ms <= 0:
-        return True
-    return now >= data.assignment_time_ms + interval_ms
 
 
 def _preferred_assignor(data: ConsumerGroupData, configured: tuple[str, ...]) -> str:

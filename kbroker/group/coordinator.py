@@ -242,14 +242,13 @@ class GroupCoordinator:
         )
 
     def _consumer_settings(self, group_id: str) -> ConsumerGroupSettings:
-        """A consumer group's session timeout, heartbeat and assignment intervals: its GROUP
-        configs, else the broker's group.consumer.* settings."""
+        """A consumer group's session timeout and heartbeat interval: its GROUP configs, else
+        the broker's group.consumer.* settings."""
         overrides = self._broker.metadata.group_configs().get(group_id, {})
         value = self._broker.config.get
         return ConsumerGroupSettings(
             group_configs.effective("consumer.session.timeout.ms", overrides, value),
             group_configs.effective("consumer.heartbeat.interval.ms", overrides, value),
-            group_configs.effective("consumer.assignment.interval.ms", overrides, value),
         )
 
     # --- lifecycle ------------------------------------------------------------------------

@@ -12,9 +12,8 @@ deletion, as in Kafka. Errors carry Kafka's messages: INVALID_CONFIG for a value
 INVALID_REQUEST for a null value or the empty (default) group name.
 
 kbroker serves no streams groups (KIP-1071); their configs are accepted and described as Kafka
-does, without effect. ``consumer.assignment.interval.ms`` paces a consumer group's target
-assignments (KIP-1263, consumer_heartbeat.py); ``share.assignment.interval.ms`` is accepted
-without effect: a share group assigns at once.
+does, without effect, and so is ``*.assignment.interval.ms``: kbroker computes a new target
+assignment at once rather than in batches.
 """
 
 from __future__ import annotations

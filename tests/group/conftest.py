@@ -247,9 +247,6 @@ async def start_broker(tmp_path: Path) -> AsyncIterator[StartBroker]:
             "log.dirs": str(tmp_path / "data"),
             "offsets.topic.num.partitions": "3",
             "group.initial.rebalance.delay.ms": "0",
-            # The tests step consumer groups one heartbeat at a time; KIP-1263's pacing of
-            # target assignments has tests of its own (test_assignment_interval.py).
-            "group.consumer.assignment.interval.ms": "0",
             **overrides,
         }
         broker = Broker(BrokerConfig.from_properties(props), clock=clock)

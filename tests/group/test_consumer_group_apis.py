@@ -196,29 +196,6 @@ async def test_a_group_config_overrides_the_broker_settings(broker: Broker) -> N
     assert other.heartbeat_interval_ms == 5000
 
 
-async def test_the_assignment_interval_of_the_broker_and_of_a_group(
-    start_broker: StartBroker,
-) -> None:
-    """KIP-1263: under the broker's group.consumer.assignment.interval.ms a second member
-    joins without partitions and the group is Assigning; a group whose own
-    consumer.assignment.interval.ms is 0 assigns at once."""
-    broker = await start_broker(**{"group.consumer.assignment.interval.ms": "60000"})
-    await broker.metadata.create_topic(TOPIC, 4, 1)
-    await broker.metadata.set_group_configs("fast", {"consumer.assignment.interval.ms": "0"})
-    conn = await connect(broker)
-    answers = []
-    for group in (GROUP, "fast"):
-        await heartbeat(conn, str(uuid.uuid4()), 0, group=group)
-        second = await heartbeat(conn, str(uuid.uuid4()), 0, group=group)
-        answers.append((group, second.member_epoch))
-    assert answers == [(GROUP, 1), ("fast", 2)]
-    described = await conn.call(
-        ApiKey.CONSUMER_GROUP_DESCRIBE, 1, ConsumerGroupDescribeRequest(group_ids=[GROUP, "fast"])
-    )
-    assert [g.group_state for g in described.groups] == ["Assigning", "Reconciling"]
-    await conn.close()
-
-
 async def test_commits_at_an_older_member_epoch(broker: Broker) -> None:
     """Kafka 4.3 answered the same sequence with the same errors: at its previous epoch a
     member may commit the partitions it kept, not those that moved, and one of those fails

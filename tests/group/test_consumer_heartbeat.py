@@ -5,7 +5,7 @@ leaving, static membership, regex subscriptions, timeouts and recovery from the 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from kbroker.group.assignors import TopicSpec
 from kbroker.group.consumer_group import MemberState
-from kbroker.group.consumer_heartbeat import ConsumerGroupSettings
 from kbroker.group.events import (
     ConsumerHeartbeat,
     Effect,
@@ -55,11 +54,7 @@ class Topics:
 
 
 class Harness:
-    def __init__(
-        self,
-        config: GroupConfig | None = None,
-        settings: Callable[[str], ConsumerGroupSettings] | None = None,
-    ) -> None:
+    def __init__(self, config: GroupConfig | None = None) -> None:
         self.now = 1_000_000
         self.ids = iter(f"m{i}" for i in range(100, 1000))
         self.topics = Topics()
@@ -68,7 +63,6 @@ class Harness:
             lambda: self.now,
             PARTITIONS,
             new_uuid=lambda: next(self.ids),
-            consumer_settings=settings,
             topics=self.topics,
         )
         self.core.begin_load(0)

@@ -418,8 +418,6 @@ async def test_regex_subscriptions_match_describable_topics_only(
         [allow(ResourceType.GROUP, "cr", Op.READ), allow(ResourceType.TOPIC, "b", Op.DESCRIBE)],
         [],
     )
-    # The group assigns at once when the regex is resolved, not a KIP-1263 interval later.
-    await broker.metadata.set_group_configs("cr", {"consumer.assignment.interval.ms": "0"})
     join = ConsumerGroupHeartbeatRequest(
         group_id="cr",
         member_id="m",
