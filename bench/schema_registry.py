@@ -11,6 +11,7 @@ validation on versus off, in one run against one broker of its own.
   alternate between the topics and the median of ``--repeat`` runs is kept.
 
     .venv/bin/python bench/schema_registry.py [--records 2000000] [--record-size 100] [--repeat 3]
+        [--compression none|gzip|snappy|lz4|zstd]
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def cached_lookups(url: str, schema_id: int, total: int) -> float:
     return total / (time.perf_counter() - start)
 
 
-def produce(bootstrap: str, topic: str, lines: Path, records: int) -> float:
+def produce(bootstrap: str, topic: str, lines: Path, records: int, compression: str) -> float:
     kcat, env = kcat_command()
     settings = Settings(
         bootstrap=bootstrap,
@@ -91,7 +92,7 @@ def produce(bootstrap: str, topic: str, lines: Path, records: int) -> float:
         acks="1",
         linger_ms=5,
         batch_size=1_000_000,
-        compression="none",
+        compression=compression,
     )
     cmd = [
         kcat,
@@ -118,6 +119,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--record-size", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"]
+    )
     parser.add_argument("--lookups", type=int, default=5_000)
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()
@@ -172,8 +176,10 @@ def main() -> None:
             lines.write_bytes((value + b"\n") * args.records)
             runs: dict[str, list[float]] = {"off": [], "on": []}
             for _ in range(args.repeat):
-                runs["off"].append(produce(bootstrap, plain, lines, args.records))
-                runs["on"].append(produce(bootstrap, validated, lines, args.records))
+                for name, topic in (("off", plain), ("on", validated)):
+                    runs[name].append(
+                        produce(bootstrap, topic, lines, args.records, args.compression)
+                    )
         off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
         figures["produce_msgs_per_s_validation_off"] = off
         figures["produce_msgs_per_s_validation_on"] = on
@@ -181,8 +187,9 @@ def main() -> None:
         figures["runs"] = runs
         figures["records"] = args.records
         figures["record_size"] = len(value)
+        figures["compression"] = args.compression
     for name, figure in figures.items():
-        print(f"{name}: {figure if isinstance(figure, (dict, int)) else f'{figure:,.2f}'}")
+        print(f"{name}: {figure if isinstance(figure, (dict, int, str)) else f'{figure:,.2f}'}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
 

@@ -14,6 +14,7 @@ from kbroker.record_validation import RecordValidationError
 from kbroker.schema_registry.state import RegistryState
 from tests.schema_registry.test_state import register
 from wire.errors import KafkaError
+from wire.records.batch import BATCH_HEADER_SIZE
 from wire.records.compression import LZ4, NONE, ZSTD
 from wire.records.record import Record, build_batch, decode_batch
 
@@ -142,13 +143,33 @@ def test_records_of_one_shape_are_not_walked_in_python(
     assert check(state, one_shape_batch(10_000, codec)) == []
 
 
-def test_a_record_unlike_its_run_is_named(state: RegistryState) -> None:
-    """The same size as its neighbours, but a wider timestamp delta moves its fields by one
-    byte, and its value starts with an id nobody registered."""
-    value = framed(1, b"\x00\x00\x00\x00\x01" * 19)
-    records = [Record(i, BASE_TIMESTAMP, None, value) for i in range(40)]
-    records[20] = Record(20, BASE_TIMESTAMP + 100, None, value[1:])
-    assert check(state, build_batch(records)) == [20]
+def test_a_record_laid_out_unlike_its_run_is_named(state: RegistryState) -> None:
+    """A record of its neighbours' size whose bytes, read at their field positions, show their
+    key length, value length and schema id; but its timestamp delta is a byte wider, so its
+    own fields start a byte later: a key one byte longer, then a value of length 0."""
+    key, value = b"k" * 8, framed(1, b"x" * 25)
+    records = [Record(i, BASE_TIMESTAMP, key, value) for i in range(40)]
+    batch = bytearray(build_batch(records))
+    size = len(batch[BATCH_HEADER_SIZE:]) // 40
+    body = bytes([0, 0x80, 0x01, 2 * len(key), 2 * len(key)]) + key[1:]
+    body += bytes([2 * len(value)]) + value[:5] + b"x" * (len(value) - 4)
+    at = BATCH_HEADER_SIZE + 20 * size
+    assert len(body) == size - 1 and batch[at] == 2 * len(body)
+    batch[at + 1 : at + size] = body
+    assert check(state, bytes(batch)) == [20]
+
+
+def test_a_record_with_a_longer_key_than_its_run_is_named(state: RegistryState) -> None:
+    """Its key length field alone differs from its neighbours': one byte more of key, and
+    its value length field is then the first byte of what they have as schema id, 0."""
+    key, value = b"k" * 8, framed(1, b"x" * 25)
+    records = [Record(i, BASE_TIMESTAMP, key, value) for i in range(40)]
+    batch = bytearray(build_batch(records))
+    size = len(batch[BATCH_HEADER_SIZE:]) // 40
+    key_length_at = BATCH_HEADER_SIZE + 20 * size + 4
+    assert batch[key_length_at] == 2 * len(key)
+    batch[key_length_at] = 2 * (len(key) + 1)
+    assert check(state, bytes(batch)) == [20]
 
 
 def test_messages_name_what_is_missing(state: RegistryState) -> None:
