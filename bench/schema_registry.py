@@ -28,6 +28,7 @@ import time
 import uuid
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
@@ -114,6 +115,15 @@ def produce(bootstrap: str, topic: str, lines: Path, records: int, compression: 
     return records / elapsed
 
 
+def stored(bootstrap: str, topic: str) -> int:
+    """The records of the topic's one partition (its high watermark)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+    finally:
+        consumer.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
@@ -180,6 +190,12 @@ def main() -> None:
                     runs[name].append(
                         produce(bootstrap, topic, lines, args.records, args.compression)
                     )
+        # A fast run of the validated topic must not be one whose records were refused.
+        sent = args.repeat * args.records
+        for topic in (plain, validated):
+            held = stored(bootstrap, topic)
+            if held != sent:
+                raise RuntimeError(f"{topic} holds {held} records, not the {sent} sent")
         off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
         figures["produce_msgs_per_s_validation_off"] = off
         figures["produce_msgs_per_s_validation_on"] = on
