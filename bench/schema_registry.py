@@ -8,7 +8,9 @@ validation on versus off, in one run against one broker of its own.
   ``get_schema`` from its cache, as it does for every later record.
 - Produce: kcat (its records in C) writes records in the registry's framing (magic byte, schema
   id, payload) to two topics, one with ``confluent.value.schema.validation=true``; runs
-  alternate between the topics and the median of ``--repeat`` runs is kept.
+  alternate between the topics and the median of ``--repeat`` runs is kept, with the broker's
+  CPU time per record (user and system, all threads) of each run: under a shared machine's
+  load it varies less than the throughput does.
 
     .venv/bin/python bench/schema_registry.py [--records 2000000] [--record-size 100] [--repeat 3]
         [--compression none|gzip|snappy|lz4|zstd]
@@ -34,6 +36,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from brokers import cpu_seconds  # noqa: E402
 from throughput import Settings, kcat_command, kcat_properties, own_broker  # noqa: E402
 
 from compat_tests.broker_process import free_port  # noqa: E402
@@ -185,11 +188,17 @@ def main() -> None:
             lines = Path(tmp) / "records.txt"
             lines.write_bytes((value + b"\n") * args.records)
             runs: dict[str, list[float]] = {"off": [], "on": []}
+            cpu_us: dict[str, list[float]] = {"off": [], "on": []}
+            pid = broker.pid
+            if pid is None:
+                raise RuntimeError("the broker is not running")
             for _ in range(args.repeat):
                 for name, topic in (("off", plain), ("on", validated)):
+                    before = cpu_seconds(pid)
                     runs[name].append(
                         produce(bootstrap, topic, lines, args.records, args.compression)
                     )
+                    cpu_us[name].append((cpu_seconds(pid) - before) / args.records * 1e6)
         # A fast run of the validated topic must not be one whose records were refused.
         sent = args.repeat * args.records
         for topic in (plain, validated):
@@ -200,7 +209,12 @@ def main() -> None:
         figures["produce_msgs_per_s_validation_off"] = off
         figures["produce_msgs_per_s_validation_on"] = on
         figures["produce_on_over_off"] = on / off
+        cpu_off, cpu_on = statistics.median(cpu_us["off"]), statistics.median(cpu_us["on"])
+        figures["broker_cpu_us_per_record_validation_off"] = cpu_off
+        figures["broker_cpu_us_per_record_validation_on"] = cpu_on
+        figures["broker_cpu_off_over_on"] = cpu_off / cpu_on
         figures["runs"] = runs
+        figures["broker_cpu_us_per_record_runs"] = cpu_us
         figures["records"] = args.records
         figures["record_size"] = len(value)
         figures["compression"] = args.compression
