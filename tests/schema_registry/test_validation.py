@@ -15,7 +15,7 @@ from kbroker.schema_registry.state import RegistryState
 from tests.schema_registry.test_state import register
 from wire.errors import KafkaError
 from wire.records.batch import BATCH_HEADER_SIZE
-from wire.records.compression import LZ4, NONE, ZSTD
+from wire.records.compression import LZ4, NONE, ZSTD, DecompressionLimitError
 from wire.records.record import Record, build_batch, decode_batch
 
 TOPIC = "orders"
@@ -199,4 +199,22 @@ def test_records_overrunning_their_batch_do_not_parse(state: RegistryState) -> N
     with pytest.raises(KafkaError, match="records do not parse"):
         schema_validation.check_schema_ids(
             batch, TOPIC, state, keys=False, values=True, max_message_bytes=MAX_MESSAGE_BYTES
+        )
+
+
+@pytest.mark.parametrize("codec", [LZ4, ZSTD])
+def test_a_batch_decompressing_past_the_topics_cap_is_refused(
+    state: RegistryState, codec: int
+) -> None:
+    """Validation decompresses with the cap of wire.records.compression.decompression_cap:
+    here 10 records of at most 100 bytes, and the batch holds 10 of 1,000."""
+    records = [Record(i, BASE_TIMESTAMP, None, framed(1, b"x" * 995)) for i in range(10)]
+    with pytest.raises(DecompressionLimitError):
+        schema_validation.check_schema_ids(
+            build_batch(records, compression=codec),
+            TOPIC,
+            state,
+            keys=False,
+            values=True,
+            max_message_bytes=100,
         )
