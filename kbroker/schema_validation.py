@@ -40,6 +40,11 @@ PREFIX_SIZE = 5
 # A run shorter than this hands the rest of the batch to the Python walk: records of varying
 # size make one-record runs, and a pattern per record would cost more than the walk.
 MIN_RUN = 16
+# At most this many runs per records section, then the Python walk: a new pattern compiles in
+# about 100 us (a cached one costs about 10 us to find), so a producer changing shapes every
+# MIN_RUN records would cost far more than the walk. Fixed-size records make up to 6 runs
+# (offset and timestamp deltas each widen at 64 and 8192).
+MAX_RUNS = 8
 # Compiled run patterns kept: a few shapes per producer and schema id.
 PATTERN_CACHE_SIZE = 256
 
@@ -210,7 +215,9 @@ def _valid_runs(
     """(position, count): the ``count`` records from ``pos`` to ``position`` are valid, matched
     run by run; the records from ``position`` on are left to the Python walk."""
     count = 0
-    while pos < end:
+    runs = 0
+    while pos < end and runs < MAX_RUNS:
+        runs += 1
         run = _run_pattern_at(buf, pos, end, key_prefixes, value_prefixes)
         if run is None:
             break

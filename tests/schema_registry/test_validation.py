@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 import pytest
 
@@ -141,6 +142,29 @@ def test_records_of_one_shape_are_not_walked_in_python(
 
     monkeypatch.setattr(schema_validation, "_scan", walk)
     assert check(state, one_shape_batch(10_000, codec)) == []
+
+
+def test_a_batch_of_many_shapes_makes_at_most_max_runs_patterns(
+    state: RegistryState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new shape every MIN_RUN records: past MAX_RUNS runs the rest is walked in Python
+    (a pattern per run would cost more), and the bad records there are named all the same."""
+    records = [
+        Record(i, BASE_TIMESTAMP, None, framed(1, b"x" * (20 + i // schema_validation.MIN_RUN)))
+        for i in range(schema_validation.MIN_RUN * 3 * schema_validation.MAX_RUNS)
+    ]
+    last = len(records) - 1
+    records[last] = Record(last, BASE_TIMESTAMP, None, framed(4, b"x"))
+    patterns = []
+    run_pattern_at = schema_validation._run_pattern_at
+
+    def counted(*args: Any) -> Any:
+        patterns.append(args[1])
+        return run_pattern_at(*args)
+
+    monkeypatch.setattr(schema_validation, "_run_pattern_at", counted)
+    assert check(state, build_batch(records)) == [last]
+    assert len(patterns) == schema_validation.MAX_RUNS
 
 
 def test_a_record_laid_out_unlike_its_run_is_named(state: RegistryState) -> None:
