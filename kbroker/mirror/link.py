@@ -1,0 +1,424 @@
+"""The fetchers of one mirror topic on this broker: an async shell over MirrorPartitionCore.
+
+One task per mirror topic follows the partitions of it this broker leads. Each round it
+refreshes the source's metadata when a partition asks for it (first round, leader moved,
+connection failed), checks the partitions that need it against the source (OffsetForLeaderEpoch
+with the epoch of our last batch, kbroker/mirror/partition_core.py), then sends one Fetch to
+each source leader for the partitions it leads there, concurrently. It fetches as a consumer
+(replica id -1, READ_UNCOMMITTED), so it sees the source's records up to its high watermark,
+transactional records of aborted transactions and control batches included, and appends the
+batches unchanged through the follower's append path (offsets, producer ids, epochs kept):
+the local log is the source's, offset for offset. The source long-polls the fetch
+(replica.fetch.wait.max.ms), as it does for the broker's followers.
+
+Before appending, the shell asks the host again whether it still leads the partition and the
+topic is still active: promote (and a lost leadership) take effect between two appends, both
+running on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kbroker.client import KafkaClient, parse_address
+from kbroker.mirror.partition_core import (
+    Backoff,
+    Continue,
+    Decision,
+    MirrorPartitionCore,
+    MirrorState,
+    StartOver,
+    Truncate,
+    check_divergence,
+)
+from kbroker.mirror.topic_configs import MirrorSpec
+from kbroker.partition import Partition
+from replication.fetcher import NETWORK_ERRORS, FetchSettings, complete_batches
+from wire.api_keys import ApiKey
+from wire.errors import ErrorCode, KafkaError
+from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from wire.messages.fetch_response import FetchResponse, PartitionData
+from wire.messages.offset_for_leader_epoch_request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from wire.messages.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
+from wire.records.batch import iter_batches, read_header
+
+log = logging.getLogger(__name__)
+
+# Fetch v12: the last version naming topics (v13+ use topic ids, which differ between clusters).
+FETCH_VERSION = 12
+OFFSET_FOR_EPOCH_VERSION = 4
+CONSUMER_REPLICA_ID = -1
+READ_UNCOMMITTED = 0
+# Errors after which the source's leader for the partition may have moved.
+LEADER_MOVED = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+    }
+)
+# How long an idle round waits before looking again (a wake-up comes sooner).
+IDLE_SECONDS = 1.0
+
+
+class MirrorHost(Protocol):
+    broker_id: int
+
+    def leading(self, topic: str, index: int) -> Partition | None:
+        """The local partition when this broker leads it and the topic mirrors actively."""
+        ...
+
+    def storage_failed(self, partition: Partition, exc: OSError) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatus:
+    index: int
+    state: str
+    log_end_offset: int
+    source_high_watermark: int
+    lag: int
+    last_error: str
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def batches_from(records: memoryview | bytes | None, offset: int) -> bytes:
+    """The whole batches of a fetch answer that end at or after ``offset`` (an answer starts
+    with the batch holding the fetch offset)."""
+    data = complete_batches(records)
+    for pos, header in iter_batches(data):
+        if header.next_offset > offset:
+            return data[pos:]
+    return b""
+
+
+def last_batch_epoch(partition: Partition) -> int | None:
+    """The partition leader epoch of the local log's last batch (the source's epoch, kept
+    with the batch); None for a log without records."""
+    plog = partition.log
+    end = plog.log_end_offset
+    if end <= plog.log_start_offset:
+        return None
+    found = plog.read_with_end(end - 1, 1, max_offset=end, min_one_batch=True)
+    if found is None:
+        return None
+    return read_header(found[0].read()).partition_leader_epoch
+
+
+class MirrorTopic:
+    """Follows one source topic into the local partitions of the mirror topic led here."""
+
+    def __init__(
+        self,
+        host: MirrorHost,
+        topic: str,
+        spec: MirrorSpec,
+        settings: FetchSettings,
+        backoff: Backoff,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._host = host
+        self.topic = topic
+        self.spec = spec
+        self._settings = settings
+        self._backoff = backoff
+        self._clock = clock
+        self._cores: dict[int, MirrorPartitionCore] = {}
+        self._paused = False
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._client = self._new_client()
+
+    def _new_client(self) -> KafkaClient:
+        return KafkaClient(
+            [parse_address(a) for a in self.spec.bootstrap.split(",")],
+            client_id=f"kbroker-mirror-{self._host.broker_id}-{self.spec.link}",
+            timeout=self._settings.socket_timeout_s,
+            security=self.spec.security(),
+        )
+
+    def _now_ms(self) -> float:
+        return self._clock() * 1000
+
+    # Control ---------------------------------------------------------------------------
+
+    def set_partitions(self, indexes: Iterable[int]) -> None:
+        """The partitions of the topic this broker leads now."""
+        wanted = set(indexes)
+        now = self._now_ms()
+        for index in list(self._cores):
+            if index not in wanted:
+                del self._cores[index]
+        for index in wanted - self._cores.keys():
+            partition = self._host.leading(self.topic, index)
+            end = 0 if partition is None else partition.log.log_end_offset
+            core = MirrorPartitionCore(self._backoff, now, log_end_offset=end)
+            if self._paused:
+                core.pause()
+            self._cores[index] = core
+            self._wake.set()
+
+    def set_paused(self, paused: bool) -> None:
+        if paused == self._paused:
+            return
+        self._paused = paused
+        now = self._now_ms()
+        for core in self._cores.values():
+            if paused:
+                core.pause()
+            else:
+                core.resume(now)
+        self._wake.set()
+
+    def statuses(self) -> list[PartitionStatus]:
+        return [
+            PartitionStatus(
+                index,
+                core.state.value,
+                core.log_end_offset,
+                core.source_high_watermark,
+                core.lag,
+                core.last_error,
+            )
+            for index, core in sorted(self._cores.items())
+        ]
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._client.close()
+
+    # Rounds ----------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                sent = await self._round()
+            except (*NETWORK_ERRORS, KafkaError) as exc:
+                self._failed(self._cores, str(exc) or type(exc).__name__, leader_moved=True)
+                sent = False
+            if not sent:
+                await self._idle()
+
+    async def _idle(self) -> None:
+        now = self._now_ms()
+        waiting = [
+            c.retry_at_ms for c in self._cores.values() if c.state is MirrorState.BACKING_OFF
+        ]
+        delay = min([IDLE_SECONDS, *((t - now) / 1000 for t in waiting)])
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(delay, 0.001)):
+                await self._wake.wait()
+
+    def _failed(self, cores: Iterable[int], error: str, *, leader_moved: bool) -> None:
+        now = self._now_ms()
+        for index in list(cores):
+            core = self._cores.get(index)
+            if core is not None:
+                core.on_error(error, now, leader_moved=leader_moved)
+
+    async def _round(self) -> bool:
+        """One round; False when nothing was sent (wait for a retry time or a wake-up)."""
+        now = self._now_ms()
+        checks = [i for i, c in self._cores.items() if c.wants_check(now)]
+        fetches = [i for i, c in self._cores.items() if c.wants_fetch(now)]
+        if not checks and not fetches:
+            return False
+        if any(self._cores[i].needs_metadata for i in (*checks, *fetches)):
+            await self._client.metadata([self.spec.source_topic])
+            for core in self._cores.values():
+                core.on_metadata()
+        by_leader: dict[int, tuple[list[int], list[int]]] = {}
+        for kind, indexes in ((0, checks), (1, fetches)):
+            for index in indexes:
+                leader = self._client.cluster.leader((self.spec.source_topic, index))
+                if leader is None:
+                    self._failed([index], "no leader at the source", leader_moved=True)
+                    continue
+                by_leader.setdefault(leader.node_id, ([], []))[kind].append(index)
+        if not by_leader:
+            return False
+        await asyncio.gather(*(self._with_leader(node, c, f) for node, (c, f) in by_leader.items()))
+        return True
+
+    async def _with_leader(self, node_id: int, checks: list[int], fetches: list[int]) -> None:
+        try:
+            connection = await self._client.node(node_id)
+            epochs = self._epoch_request(checks)
+            if epochs is not None:
+                response, _ = await connection.request(
+                    ApiKey.OFFSET_FOR_LEADER_EPOCH, epochs, OFFSET_FOR_EPOCH_VERSION
+                )
+                assert isinstance(response, OffsetForLeaderEpochResponse)
+                self._on_epochs(response)
+            if fetches:
+                request = self._fetch_request(fetches)
+                if request is not None:
+                    response, _ = await connection.request(ApiKey.FETCH, request, FETCH_VERSION)
+                    assert isinstance(response, FetchResponse)
+                    self._on_fetch(response)
+        except (*NETWORK_ERRORS, KafkaError) as exc:
+            log.info(
+                "mirror %s: source broker %d failed: %s", self.topic, node_id, exc or repr(exc)
+            )
+            self._failed([*checks, *fetches], str(exc) or type(exc).__name__, leader_moved=True)
+
+    # Divergence checks -----------------------------------------------------------------
+
+    def _epoch_request(self, indexes: list[int]) -> OffsetForLeaderEpochRequest | None:
+        asked: list[OffsetForLeaderPartition] = []
+        now = self._now_ms()
+        for index in indexes:
+            partition = self._host.leading(self.topic, index)
+            if partition is None:
+                continue
+            epoch = last_batch_epoch(partition)
+            if epoch is None:
+                self._cores[index].on_checked(Continue(), now)
+                continue
+            asked.append(OffsetForLeaderPartition(partition=index, leader_epoch=epoch))
+        if not asked:
+            return None
+        return OffsetForLeaderEpochRequest(
+            replica_id=CONSUMER_REPLICA_ID,
+            topics=[OffsetForLeaderTopic(topic=self.spec.source_topic, partitions=asked)],
+        )
+
+    def _on_epochs(self, response: OffsetForLeaderEpochResponse) -> None:
+        now = self._now_ms()
+        for topic in response.topics:
+            for answer in topic.partitions:
+                core = self._cores.get(answer.partition)
+                partition = self._host.leading(self.topic, answer.partition)
+                if core is None or partition is None:
+                    continue
+                if answer.error_code != ErrorCode.NONE:
+                    core.on_error(
+                        error_name(answer.error_code),
+                        now,
+                        leader_moved=answer.error_code in LEADER_MOVED,
+                    )
+                    continue
+                requested = last_batch_epoch(partition)
+                decision: Decision = (
+                    Continue()
+                    if requested is None
+                    else check_divergence(
+                        requested_epoch=requested,
+                        source_epoch=answer.leader_epoch,
+                        source_end_offset=answer.end_offset,
+                        log_end_offset=partition.log.log_end_offset,
+                    )
+                )
+                if isinstance(decision, Truncate):
+                    log.warning(
+                        "mirror %s-%d: the source's log diverged from ours at %d: truncating "
+                        "from %d",
+                        self.topic,
+                        answer.partition,
+                        decision.offset,
+                        partition.log.log_end_offset,
+                    )
+                    partition.truncate_mirror_to(decision.offset)
+                elif not isinstance(decision, Continue):
+                    log.error("mirror %s-%d stopped: %s", self.topic, answer.partition, decision)
+                core.on_checked(decision, now)
+                core.log_end_offset = partition.log.log_end_offset
+
+    # Fetches ---------------------------------------------------------------------------
+
+    def _fetch_request(self, indexes: list[int]) -> FetchRequest | None:
+        wanted: list[FetchPartition] = []
+        for index in indexes:
+            partition = self._host.leading(self.topic, index)
+            if partition is None:
+                continue
+            wanted.append(
+                FetchPartition(
+                    partition=index,
+                    fetch_offset=partition.log.log_end_offset,
+                    log_start_offset=-1,
+                    partition_max_bytes=self._settings.partition_max_bytes,
+                )
+            )
+        if not wanted:
+            return None
+        return FetchRequest(
+            replica_id=CONSUMER_REPLICA_ID,
+            max_wait_ms=self._settings.max_wait_ms,
+            min_bytes=self._settings.min_bytes,
+            max_bytes=self._settings.max_bytes,
+            isolation_level=READ_UNCOMMITTED,
+            # No fetch session (KIP-227): every request names its partitions.
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchTopic(topic=self.spec.source_topic, partitions=wanted)],
+        )
+
+    def _on_fetch(self, response: FetchResponse) -> None:
+        now = self._now_ms()
+        if response.error_code != ErrorCode.NONE:
+            raise ConnectionError(f"fetch from the source: {error_name(response.error_code)}")
+        for topic in response.responses:
+            for data in topic.partitions:
+                self._on_partition(data, now)
+
+    def _on_partition(self, data: PartitionData, now: float) -> None:
+        core = self._cores.get(data.partition_index)
+        partition = self._host.leading(self.topic, data.partition_index)
+        if core is None or partition is None:
+            return
+        if data.error_code == ErrorCode.NONE:
+            batches = batches_from(data.records, partition.log.log_end_offset)
+            if batches:
+                try:
+                    partition.append_mirrored(batches)
+                except OSError as exc:
+                    self._host.storage_failed(partition, exc)
+                    return
+            core.on_fetched(partition.log.log_end_offset, data.high_watermark, now)
+        elif data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            decision = core.on_out_of_range(data.log_start_offset, now)
+            if isinstance(decision, StartOver):
+                log.info(
+                    "mirror %s-%d ends at %d, before the source's log start %d: starting over",
+                    self.topic,
+                    data.partition_index,
+                    partition.log.log_end_offset,
+                    decision.offset,
+                )
+                partition.start_mirror_over_at(decision.offset)
+                core.on_started_over(decision.offset, now)
+        else:
+            core.on_error(
+                error_name(data.error_code),
+                now,
+                leader_moved=data.error_code in LEADER_MOVED,
+            )
