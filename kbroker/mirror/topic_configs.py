@@ -152,7 +152,7 @@ def check_mirror_change(
                 f"{topic} is a mirror topic: promote it ({STATE}={PROMOTED}) before "
                 f"removing or changing {SOURCE_BOOTSTRAP}",
             )
-    if not before.following and (after is None or after.following):
+    if not before.following and after is not None and after.following:
         raise KafkaError(
             ErrorCode.INVALID_CONFIG, f"{topic} was promoted: it cannot follow a source again"
         )
