@@ -4,7 +4,8 @@ and a kbroker destination, driven by ``kbroker mirrors`` as an operator runs it.
 The mirror must hold the source's record batches byte for byte at the same offsets
 (transactional batches, their markers and aborted records included), hide aborted records
 from read_committed consumers, refuse local producers until promoted, and survive a kill -9
-and restart of the source without losing or repeating a record.
+and restart of the source or of itself without losing or repeating a record (the link is
+persisted with the topic, and the destination resumes from its own log end).
 """
 
 from __future__ import annotations
@@ -275,7 +276,7 @@ def test_kbroker_to_kbroker(kbroker_source: BrokerProcess, destination: BrokerPr
 
 
 @pytest.mark.slow
-def test_source_killed_and_restarted_while_mirroring(
+def test_source_then_destination_killed_while_mirroring(
     kbroker_source: BrokerProcess, destination: BrokerProcess
 ) -> None:
     topic = "events"
@@ -313,12 +314,13 @@ def test_source_killed_and_restarted_while_mirroring(
 
     writer = threading.Thread(target=produce)
     writer.start()
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while end_offsets(destination.bootstrap, topic, 1)[0] < total // 3:
-        assert time.monotonic() < deadline, "mirror never started copying"
-        time.sleep(0.1)
-    kbroker_source.kill()
-    kbroker_source.start()
+    for victim, copied in ((kbroker_source, total // 3), (destination, 2 * total // 3)):
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while end_offsets(destination.bootstrap, topic, 1)[0] < copied:
+            assert time.monotonic() < deadline, f"mirror never reached {copied}"
+            time.sleep(0.1)
+        victim.kill()
+        victim.start()
     writer.join(150)
     assert not writer.is_alive() and not failures, failures
     wait_caught_up(kbroker_source.bootstrap, destination.bootstrap, topic, 1)
