@@ -54,6 +54,7 @@ async def _create(args: argparse.Namespace, client: KafkaClient) -> int:
             topics=args.topic,
             pattern=args.topic_regex,
             replication_factor=args.replication_factor,
+            group_filter=args.group_filter,
         )
     if args.json:
         emit_json([dataclasses.asdict(c) for c in created])
@@ -141,6 +142,11 @@ def register(sub: Any) -> None:
     create.add_argument("--link", default=DEFAULT_LINK, help=f"link name (default {DEFAULT_LINK})")
     create.add_argument(
         "--replication-factor", type=int, default=-1, help="default: the broker's default"
+    )
+    create.add_argument(
+        "--group-filter",
+        metavar="REGEX",
+        help="copy the committed offsets of the source's groups this matches (whole ids)",
     )
     create.set_defaults(func=run_command(_create))
 

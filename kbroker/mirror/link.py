@@ -11,6 +11,9 @@ batches unchanged through the follower's append path (offsets, producer ids, epo
 the local log is the source's, offset for offset. The source long-polls the fetch
 (replica.fetch.wait.max.ms), as it does for the broker's followers.
 
+With ``kbroker.mirror.group.filter`` set, a second task copies the committed offsets of the
+source's matching consumer groups for the partitions led here (kbroker/mirror/group_offsets.py).
+
 Before appending, the shell asks the host again whether it still leads the partition and the
 topic is still active: promote (and a lost leadership) take effect between two appends, both
 running on the broker's event loop.
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kbroker.client import KafkaClient, parse_address
+from kbroker.mirror.group_offsets import chosen_groups, offsets_to_copy
 from kbroker.mirror.partition_core import (
     Backoff,
     Continue,
@@ -83,6 +87,10 @@ class MirrorHost(Protocol):
         ...
 
     def storage_failed(self, partition: Partition, exc: OSError) -> None: ...
+
+    def local_client(self, client_id: str) -> KafkaClient:
+        """A client of this broker's own cluster (its inter-broker listener)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +155,7 @@ class MirrorTopic:
         self._cores: dict[int, MirrorPartitionCore] = {}
         self._paused = False
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._client = self._new_client()
 
     def _new_client(self) -> KafkaClient:
@@ -205,13 +213,16 @@ class MirrorTopic:
         ]
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._run()))
+        if self.spec.group_filter is not None:
+            self._tasks.append(loop.create_task(self._copy_group_offsets(self.spec.group_filter)))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
         await self._client.close()
 
     # Rounds ----------------------------------------------------------------------------
@@ -289,6 +300,58 @@ class MirrorTopic:
                 "mirror %s: source broker %d failed: %s", self.topic, node_id, exc or repr(exc)
             )
             self._failed([*checks, *fetches], str(exc) or type(exc).__name__, leader_moved=True)
+
+    # Consumer group offsets ------------------------------------------------------------
+
+    async def _copy_group_offsets(self, pattern: str) -> None:
+        """Every group.sync.ms, copy the committed offsets of the source's groups matching
+        ``pattern`` for the partitions led here (kbroker/mirror/group_offsets.py)."""
+        copied: dict[str, dict[int, int]] = {}
+        source = self._new_client()
+        local = self._host.local_client(f"kbroker-mirror-{self._host.broker_id}-groups")
+        try:
+            while True:
+                await asyncio.sleep(self.spec.group_sync_ms / 1000)
+                if self._paused:
+                    continue
+                try:
+                    await self._copy_once(source, local, pattern, copied)
+                except (*NETWORK_ERRORS, KafkaError) as exc:
+                    log.info("mirror %s: group offsets not copied: %s", self.topic, exc)
+        finally:
+            await source.close()
+            await local.close()
+
+    async def _copy_once(
+        self,
+        source: KafkaClient,
+        local: KafkaClient,
+        pattern: str,
+        copied: dict[str, dict[int, int]],
+    ) -> None:
+        high_watermarks = {
+            index: partition.high_watermark
+            for index in self._cores
+            if (partition := self._host.leading(self.topic, index)) is not None
+        }
+        if not high_watermarks:
+            return
+        groups = chosen_groups([g for g, _, _ in await source.list_groups()], pattern)
+        for group in groups:
+            wanted = offsets_to_copy(
+                await source.committed(group),
+                source_topic=self.spec.source_topic,
+                topic=self.topic,
+                high_watermarks=high_watermarks,
+                copied=copied.get(group, {}),
+            )
+            if not wanted:
+                continue
+            errors = await local.commit(group, wanted)
+            done = copied.setdefault(group, {})
+            for (_, index), (offset, _) in wanted.items():
+                if errors.get((self.topic, index)) == ErrorCode.NONE:
+                    done[index] = offset
 
     # Divergence checks -----------------------------------------------------------------
 

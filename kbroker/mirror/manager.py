@@ -17,6 +17,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from controller.interface import TopicInfo
+from kbroker.client import KafkaClient
 from kbroker.mirror.link import MirrorTopic, PartitionStatus
 from kbroker.mirror.partition_core import Backoff
 from kbroker.mirror.topic_configs import ACTIVE, PAUSED, MirrorSpec, mirror_spec
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECONCILE_SECONDS = 1.0
+LOCAL_TIMEOUT_SECONDS = 30.0
 # The retry backoff of Kafka's clients (retry.backoff.ms, retry.backoff.max.ms, KIP-580).
 BACKOFF = Backoff(initial_ms=100, max_ms=1000)
 
@@ -53,6 +55,18 @@ class MirrorManager:
 
     def storage_failed(self, partition: Partition, exc: OSError) -> None:
         self._broker.log_dir_failed(partition.log.directory.parent, exc)
+
+    def local_client(self, client_id: str) -> KafkaClient:
+        broker = self._broker
+        address = next(
+            (b.host, b.port) for b in broker.metadata.brokers() if b.broker_id == self.broker_id
+        )
+        return KafkaClient(
+            [address],
+            client_id=client_id,
+            timeout=LOCAL_TIMEOUT_SECONDS,
+            security=broker.inter_broker_security,
+        )
 
     # Life ------------------------------------------------------------------------------
 
@@ -105,7 +119,7 @@ class MirrorManager:
         wanted = self._wanted()
         for name, mirror in list(self._topics.items()):
             entry = wanted.get(name)
-            if entry is None or entry[0].connection_key() != mirror.spec.connection_key():
+            if entry is None or entry[0].runner_key() != mirror.spec.runner_key():
                 del self._topics[name]
                 await mirror.stop()
                 log.info("mirror %s: stopped following on broker %d", name, self.broker_id)

@@ -14,6 +14,10 @@ face.
 - ``kbroker.mirror.source.topic``: the source topic (default: the same name).
 - ``kbroker.mirror.state``: ``active`` (following), ``paused`` (not following, still
   read-only) or ``promoted`` (no longer following, writable: the failover step; final).
+- ``kbroker.mirror.group.filter``: a regular expression (RE2, matching whole group ids, as
+  Kafka matches its regexes): the committed offsets of the source's groups it matches, for
+  this topic, are copied to the same groups here (kbroker/mirror/group_offsets.py).
+- ``kbroker.mirror.group.sync.ms``: how often they are copied (default 5000).
 - ``kbroker.mirror.source.config.<name>``: a Kafka client property for the connection to the
   source (``security.protocol``, ``sasl.jaas.config``, ``ssl.ca.location``, ... as the client
   core reads them, kbroker/client_core/security.py); passwords are sensitive (DescribeConfigs
@@ -26,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kbroker.client_core.security import SecurityConfig, SecurityConfigError, security_config
+from kbroker.regex import InvalidRegex, Regex
 from wire.errors import ErrorCode, KafkaError
 
 PREFIX = "kbroker.mirror."
@@ -34,10 +39,13 @@ SOURCE_BOOTSTRAP = PREFIX + "source.bootstrap"
 SOURCE_TOPIC = PREFIX + "source.topic"
 STATE = PREFIX + "state"
 SOURCE_CONFIG = PREFIX + "source.config."
+GROUP_FILTER = PREFIX + "group.filter"
+GROUP_SYNC_MS = PREFIX + "group.sync.ms"
+DEFAULT_GROUP_SYNC_MS = 5000
 ACTIVE, PAUSED, PROMOTED = "active", "paused", "promoted"
 STATES = (ACTIVE, PAUSED, PROMOTED)
 DEFAULT_LINK = "default"
-NAMES = (LINK, SOURCE_BOOTSTRAP, SOURCE_TOPIC, STATE)
+NAMES = (LINK, SOURCE_BOOTSTRAP, SOURCE_TOPIC, STATE, GROUP_FILTER, GROUP_SYNC_MS)
 # Client properties whose values are secrets.
 _SECRET_MARKERS = ("password", "jaas.config", "secret")
 
@@ -51,6 +59,8 @@ class MirrorSpec:
     source_topic: str
     state: str
     client_props: Mapping[str, str] = field(default_factory=dict)
+    group_filter: str | None = None
+    group_sync_ms: int = DEFAULT_GROUP_SYNC_MS
 
     @property
     def following(self) -> bool:
@@ -60,9 +70,16 @@ class MirrorSpec:
     def security(self) -> SecurityConfig:
         return security_config(self.client_props)
 
-    def connection_key(self) -> tuple[str, str, tuple[tuple[str, str], ...]]:
-        """What the link's connections depend on: a change means new connections."""
-        return (self.bootstrap, self.source_topic, tuple(sorted(self.client_props.items())))
+    def runner_key(self) -> tuple[object, ...]:
+        """What the topic's fetchers depend on: a change restarts them (not the state:
+        pausing and resuming keep them)."""
+        return (
+            self.bootstrap,
+            self.source_topic,
+            tuple(sorted(self.client_props.items())),
+            self.group_filter,
+            self.group_sync_ms,
+        )
 
 
 def is_mirror_config(name: str) -> bool:
@@ -88,6 +105,8 @@ def mirror_spec(topic: str, configs: Mapping[str, str]) -> MirrorSpec | None:
             for name, value in configs.items()
             if name.startswith(SOURCE_CONFIG)
         },
+        group_filter=configs.get(GROUP_FILTER) or None,
+        group_sync_ms=int(configs.get(GROUP_SYNC_MS, DEFAULT_GROUP_SYNC_MS)),
     )
 
 
@@ -113,6 +132,15 @@ def validate_mirror_config(name: str, value: str) -> None:
     if name == SOURCE_BOOTSTRAP and not all(_is_address(a) for a in value.split(",")):
         raise KafkaError(
             ErrorCode.INVALID_CONFIG, f"Invalid value {value!r} for {name}: host:port[,...]"
+        )
+    if name == GROUP_FILTER:
+        try:
+            Regex(value)
+        except InvalidRegex as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}: {exc}") from None
+    if name == GROUP_SYNC_MS and not (value.isdigit() and int(value) > 0):
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG, f"Invalid value {value!r} for {name}: a positive integer"
         )
     if name in (LINK, SOURCE_TOPIC) and not value.strip():
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Empty value for {name}")

@@ -338,3 +338,74 @@ def test_kafka43_to_kbroker(tmp_path: Path, destination: BrokerProcess) -> None:
         check_mirror(source.bootstrap, destination.bootstrap, "orders")
     finally:
         source.stop()
+
+
+def consume_group(bootstrap: str, topic: str, group: str, count: int) -> list[str]:
+    """``count`` records as member of ``group``, committing each one after processing it."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    values: list[str] = []
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    try:
+        while len(values) < count:
+            assert time.monotonic() < deadline, f"consumed {len(values)} of {count}"
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            values.append(message.value().decode())
+            consumer.commit(message, asynchronous=False)
+    finally:
+        consumer.close()
+    return values
+
+
+def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    async def ask() -> dict[tuple[str, int], int]:
+        async with KafkaClient([parse_address(bootstrap)]) as client:
+            return {tp: offset for tp, (offset, _) in (await client.committed(group)).items()}
+
+    return asyncio.run(ask())
+
+
+@pytest.mark.slow
+def test_group_fails_over_at_its_mirrored_offsets(
+    kbroker_source: BrokerProcess, destination: BrokerProcess
+) -> None:
+    topic, group = "payments", "billing"
+    create_topic(kbroker_source.bootstrap, topic, 2)
+    values = [f"payment-{i}" for i in range(300)]
+    produce_plain(kbroker_source.bootstrap, topic, values)
+    created = mirrors(
+        "create",
+        "--bootstrap-server",
+        destination.bootstrap,
+        "--source-bootstrap",
+        kbroker_source.bootstrap,
+        "--topic",
+        topic,
+        "--group-filter",
+        "bill.*",
+    )
+    assert created.returncode == 0, created.stderr
+    before = consume_group(kbroker_source.bootstrap, topic, group, 120)
+    at_source = committed_offsets(kbroker_source.bootstrap, group)
+    wait_caught_up(kbroker_source.bootstrap, destination.bootstrap, topic, 2)
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while committed_offsets(destination.bootstrap, group) != at_source:
+        assert time.monotonic() < deadline, "group offsets never mirrored"
+        time.sleep(0.5)
+
+    kbroker_source.stop()
+    promoted = mirrors("promote", "--bootstrap-server", destination.bootstrap, "--topic", topic)
+    assert promoted.returncode == 0, promoted.stderr
+    after = consume_group(destination.bootstrap, topic, group, len(values) - len(before))
+    # The same offsets on both sides: the group continues exactly where it committed.
+    assert sorted(before + after) == sorted(values)

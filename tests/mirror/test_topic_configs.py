@@ -8,6 +8,8 @@ import pytest
 from kbroker.config import BrokerConfig, describe_topic_configs, validate_topic_configs
 from kbroker.config_defs import ConfigType
 from kbroker.mirror.topic_configs import (
+    GROUP_FILTER,
+    GROUP_SYNC_MS,
     LINK,
     SOURCE_BOOTSTRAP,
     SOURCE_CONFIG,
@@ -32,6 +34,8 @@ def test_mirror_configs_are_valid_topic_configs() -> None:
         (SOURCE_BOOTSTRAP, "no-port"),
         ("kbroker.mirror.unknown", "x"),
         (SOURCE_CONFIG + "security.protocol", "CARRIER_PIGEON"),
+        (GROUP_FILTER, "app(?=x)"),
+        (GROUP_SYNC_MS, "0"),
     ],
 )
 def test_bad_mirror_configs_are_refused(name: str, value: str) -> None:

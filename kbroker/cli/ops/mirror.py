@@ -17,6 +17,7 @@ from kbroker.cli.ops.admin import alter_topic_configs as alter_configs
 from kbroker.client import LATEST, KafkaClient
 from kbroker.mirror.topic_configs import (
     ACTIVE,
+    GROUP_FILTER,
     LINK,
     PAUSED,
     PROMOTED,
@@ -95,9 +96,11 @@ async def create_mirrors(
     topics: Sequence[str],
     pattern: str | None,
     replication_factor: int,
+    group_filter: str | None = None,
 ) -> list[MirrorTopicInfo]:
     """Create a mirror topic for each source topic chosen, with the source's partition count
-    and copied configs; the brokers leading its partitions start following at once."""
+    and copied configs; the brokers leading its partitions start following at once, and
+    copy the committed offsets of the source groups ``group_filter`` matches."""
     chosen = await source_topics(source, topics, pattern)
     configs = await topic_configs(source, sorted(chosen))
     created: list[MirrorTopicInfo] = []
@@ -107,6 +110,8 @@ async def create_mirrors(
             {LINK: link, SOURCE_BOOTSTRAP: source_bootstrap, SOURCE_TOPIC: name, STATE: ACTIVE}
         )
         wanted.update({SOURCE_CONFIG + k: v for k, v in source_props.items()})
+        if group_filter is not None:
+            wanted[GROUP_FILTER] = group_filter
         await create_topic(client, name, partitions, replication_factor, wanted)
         created.append(MirrorTopicInfo(name, link, ACTIVE, source_bootstrap, name, partitions))
     return created
