@@ -2,8 +2,10 @@
 
 One task per mirror topic follows the partitions of it this broker leads. Each round it
 refreshes the source's metadata when a partition asks for it (first round, leader moved,
-connection failed), checks the partitions that need it against the source (OffsetForLeaderEpoch
-with the epoch of our last batch, kbroker/mirror/partition_core.py), then sends one Fetch to
+connection failed) or metadata.max.age.ms passed (new source partitions are then added to the
+mirror topic by the leader of its partition 0), checks the partitions that need it against
+the source (OffsetForLeaderEpoch with the epoch of our last batch,
+kbroker/mirror/partition_core.py), then sends one Fetch to
 each source leader for the partitions it leads there, concurrently. It fetches as a consumer
 (replica id -1, READ_UNCOMMITTED), so it sees the source's records up to its high watermark,
 transactional records of aborted transactions and control batches included, and appends the
@@ -75,6 +77,7 @@ LEADER_MOVED = frozenset(
         ErrorCode.REPLICA_NOT_AVAILABLE,
     }
 )
+DEFAULT_METADATA_MAX_AGE_MS = 300_000
 # How long an idle round waits before looking again (a wake-up comes sooner).
 IDLE_SECONDS = 1.0
 
@@ -90,6 +93,10 @@ class MirrorHost(Protocol):
 
     def local_client(self, client_id: str) -> KafkaClient:
         """A client of this broker's own cluster (its inter-broker listener)."""
+        ...
+
+    async def follow_partition_count(self, topic: str, count: int) -> None:
+        """The source topic has ``count`` partitions: add those the mirror topic lacks."""
         ...
 
 
@@ -156,6 +163,12 @@ class MirrorTopic:
         self._paused = False
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        # The source's metadata is refreshed this often even without errors, to learn of
+        # new partitions (the client property metadata.max.age.ms, Kafka's default 5 min).
+        self._metadata_max_age_ms = int(
+            spec.client_props.get("metadata.max.age.ms", DEFAULT_METADATA_MAX_AGE_MS)
+        )
+        self._metadata_due_ms = 0.0
         self._client = self._new_client()
 
     def _new_client(self) -> KafkaClient:
@@ -262,10 +275,16 @@ class MirrorTopic:
         fetches = [i for i, c in self._cores.items() if c.wants_fetch(now)]
         if not checks and not fetches:
             return False
-        if any(self._cores[i].needs_metadata for i in (*checks, *fetches)):
-            await self._client.metadata([self.spec.source_topic])
+        if now >= self._metadata_due_ms or any(
+            self._cores[i].needs_metadata for i in (*checks, *fetches)
+        ):
+            found = await self._client.partitions([self.spec.source_topic])
+            self._metadata_due_ms = now + self._metadata_max_age_ms
             for core in self._cores.values():
                 core.on_metadata()
+            count = len(found.get(self.spec.source_topic, []))
+            if count:
+                await self._host.follow_partition_count(self.topic, count)
         by_leader: dict[int, tuple[list[int], list[int]]] = {}
         for kind, indexes in ((0, checks), (1, fetches)):
             for index in indexes:

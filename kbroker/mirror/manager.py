@@ -68,6 +68,20 @@ class MirrorManager:
             security=broker.inter_broker_security,
         )
 
+    async def follow_partition_count(self, topic: str, count: int) -> None:
+        info = self._broker.metadata.topic(topic)
+        first = self._broker.partitions.get((topic, 0))
+        # One broker grows the topic: the leader of its partition 0.
+        if info is None or len(info.partitions) >= count or first is None or not first.is_leader:
+            return
+        log.info(
+            "mirror %s: the source has %d partitions, %d here: adding the others",
+            topic,
+            count,
+            len(info.partitions),
+        )
+        await self._broker.metadata.create_partitions(topic, count)
+
     # Life ------------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from compat_tests.broker_process import REPO_ROOT, BrokerProcess
 from compat_tests.kafka_process import KRaftKafkaProcess, kafka43_available
@@ -409,3 +409,33 @@ def test_group_fails_over_at_its_mirrored_offsets(
     after = consume_group(destination.bootstrap, topic, group, len(values) - len(before))
     # The same offsets on both sides: the group continues exactly where it committed.
     assert sorted(before + after) == sorted(values)
+
+
+def test_new_source_partitions_are_followed(
+    tmp_path: Path, kbroker_source: BrokerProcess, destination: BrokerProcess
+) -> None:
+    topic = "growing"
+    create_topic(kbroker_source.bootstrap, topic, 1)
+    client_config = tmp_path / "source.properties"
+    client_config.write_text("metadata.max.age.ms=500\n")
+    created = mirrors(
+        "create",
+        "--bootstrap-server",
+        destination.bootstrap,
+        "--source-bootstrap",
+        kbroker_source.bootstrap,
+        "--source-config",
+        str(client_config),
+        "--topic",
+        topic,
+    )
+    assert created.returncode == 0, created.stderr
+    admin = AdminClient({"bootstrap.servers": kbroker_source.bootstrap})
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": kbroker_source.bootstrap, "acks": "all"})
+    for partition in range(3):
+        for i in range(20):
+            producer.produce(topic, b"%d-%d" % (partition, i), partition=partition)
+    assert producer.flush(30) == 0
+    wait_caught_up(kbroker_source.bootstrap, destination.bootstrap, topic, 3)
+    assert_identical(kbroker_source.bootstrap, destination.bootstrap, topic, 3)
