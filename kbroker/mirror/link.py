@@ -108,6 +108,9 @@ class PartitionStatus:
     source_high_watermark: int
     lag: int
     last_error: str
+    # Since this broker began following the partition (leadership, restart).
+    copied_offsets: int
+    copied_bytes: int
 
 
 def error_name(code: int) -> str:
@@ -163,6 +166,8 @@ class MirrorTopic:
         self._paused = False
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        # Partition -> (offsets, bytes) appended, for the metrics.
+        self._copied: dict[int, tuple[int, int]] = {}
         # The source's metadata is refreshed this often even without errors, to learn of
         # new partitions (the client property metadata.max.age.ms, Kafka's default 5 min).
         self._metadata_max_age_ms = int(
@@ -221,6 +226,7 @@ class MirrorTopic:
                 core.source_high_watermark,
                 core.lag,
                 core.last_error,
+                *self._copied.get(index, (0, 0)),
             )
             for index, core in sorted(self._cores.items())
         ]
@@ -480,11 +486,17 @@ class MirrorTopic:
         if data.error_code == ErrorCode.NONE:
             batches = batches_from(data.records, partition.log.log_end_offset)
             if batches:
+                start = partition.log.log_end_offset
                 try:
                     partition.append_mirrored(batches)
                 except OSError as exc:
                     self._host.storage_failed(partition, exc)
                     return
+                offsets, size = self._copied.get(data.partition_index, (0, 0))
+                self._copied[data.partition_index] = (
+                    offsets + partition.log.log_end_offset - start,
+                    size + len(batches),
+                )
             core.on_fetched(partition.log.log_end_offset, data.high_watermark, now)
         elif data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
             decision = core.on_out_of_range(data.log_start_offset, now)

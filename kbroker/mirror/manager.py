@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 
 from controller.interface import TopicInfo
 from kbroker.client import KafkaClient
+from kbroker.metrics import Exposition
 from kbroker.mirror.link import MirrorTopic, PartitionStatus
+from kbroker.mirror.metrics import expose_mirrors
 from kbroker.mirror.partition_core import Backoff
 from kbroker.mirror.topic_configs import ACTIVE, PAUSED, MirrorSpec, mirror_spec
 from kbroker.partition import Partition
@@ -100,6 +102,9 @@ class MirrorManager:
     def statuses(self) -> dict[str, list[PartitionStatus]]:
         """The fetcher state of every mirror partition led here (metrics, console)."""
         return {name: mirror.statuses() for name, mirror in sorted(self._topics.items())}
+
+    def expose(self, out: Exposition) -> None:
+        expose_mirrors(out, self.statuses())
 
     def _on_topic_change(self, topic: TopicInfo | None, name: str) -> None:
         self._wake.set()

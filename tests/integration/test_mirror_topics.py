@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from compat_tests.broker_process import REPO_ROOT, BrokerProcess
+from compat_tests.broker_process import REPO_ROOT, BrokerProcess, free_port
 from compat_tests.kafka_process import KRaftKafkaProcess, kafka43_available
 from compat_tests.support import require
 from kbroker.cli.ops.admin import OpsError, leaders, produce
@@ -207,9 +208,13 @@ def assert_identical(source: str, mirror: str, topic: str, partitions: int) -> N
             assert a == b, f"partition {p}, batch {i}: bytes differ"
 
 
+def metrics_of(broker: BrokerProcess) -> str:
+    return f"{broker.host}:{broker.overrides['metrics.port']}"
+
+
 @pytest.fixture
 def destination(tmp_path: Path) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(tmp_path / "destination")
+    broker = BrokerProcess(tmp_path / "destination", overrides={"metrics.port": str(free_port())})
     broker.start()
     try:
         yield broker
@@ -227,7 +232,7 @@ def kbroker_source(tmp_path: Path) -> Iterator[BrokerProcess]:
         broker.stop()
 
 
-def check_mirror(source: str, mirror: str, topic: str) -> None:
+def check_mirror(source: str, mirror: str, metrics_address: str, topic: str) -> None:
     """The whole story on one topic: plain and transactional data mirrored identically,
     read_committed hides the aborted records, Produce refused, promote, Produce accepted."""
     create_topic(source, topic, 2)
@@ -245,6 +250,12 @@ def check_mirror(source: str, mirror: str, topic: str) -> None:
     seen = consume_all(mirror, topic, 2, "read_committed")
     assert sorted(seen) == sorted(plain + committed)
     assert not set(seen) & set(aborted)
+
+    metrics = urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=30).read()
+    for p in range(2):
+        labels = f'topic="{topic}",partition="{p}"'
+        assert f"kbroker_mirror_lag{{{labels}}} 0" in metrics.decode()
+        assert f'kbroker_mirror_state{{{labels},state="fetching"}} 1' in metrics.decode()
 
     described = mirrors("describe", "--bootstrap-server", mirror, "--topic", topic, "--json")
     assert described.returncode == 0, described.stderr
@@ -272,7 +283,7 @@ def check_mirror(source: str, mirror: str, topic: str) -> None:
 
 
 def test_kbroker_to_kbroker(kbroker_source: BrokerProcess, destination: BrokerProcess) -> None:
-    check_mirror(kbroker_source.bootstrap, destination.bootstrap, "orders")
+    check_mirror(kbroker_source.bootstrap, destination.bootstrap, metrics_of(destination), "orders")
 
 
 @pytest.mark.slow
@@ -335,7 +346,7 @@ def test_kafka43_to_kbroker(tmp_path: Path, destination: BrokerProcess) -> None:
     source = KRaftKafkaProcess(tmp_path / "kafka43")
     source.start()
     try:
-        check_mirror(source.bootstrap, destination.bootstrap, "orders")
+        check_mirror(source.bootstrap, destination.bootstrap, metrics_of(destination), "orders")
     finally:
         source.stop()
 
