@@ -3,8 +3,10 @@ broker, beside a confluent-kafka consumer and producer pair copying the same top
 usual answer without cluster links), alternating in one run.
 
 For each record size and partition count: the source topic is filled with ``--records``
-records, then each copier runs until the destination holds all of them; records/s and MB/s
-of record payload are printed with the load average (the machine may be shared).
+records (a quarter of them above 100 B), then each copier runs until the destination holds
+all of them; records/s and MB/s of record payload are printed with the load average (the
+machine may be shared). The mirror's time includes starting ``kbroker mirrors create`` (a
+Python process, about a second), so short runs understate it.
 
     python bench/mirror.py [--records 200000] [--sizes 100,1024] [--partitions 1,64]
 """
