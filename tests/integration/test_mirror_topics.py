@@ -11,6 +11,7 @@ persisted with the topic, and the destination resumes from its own log end).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import urllib.request
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from compat_tests.broker_process import BrokerProcess, free_port
@@ -101,6 +102,19 @@ def check_mirror(source: str, mirror: str, metrics_address: str, topic: str) -> 
     assert refused and refused[0] is not None
     assert refused[0].code() == KafkaError.INVALID_REQUEST, refused[0]
     assert "read-only mirror" in produce_error_message(mirror, topic)
+
+    # Nor may a local transaction add the mirror's partitions: its marker would take an
+    # offset of the source's.
+    transactional = Producer({"bootstrap.servers": mirror, "transactional.id": "local-txn"})
+    transactional.init_transactions(30)
+    transactional.begin_transaction()
+    transactional.produce(topic, b"local", partition=0)
+    with pytest.raises(KafkaException):
+        transactional.commit_transaction(30)
+    # librdkafka takes the refusal as fatal: the abort fails as well, and writes nothing.
+    with contextlib.suppress(KafkaException):
+        transactional.abort_transaction(30)
+    assert end_offsets(mirror, topic, 2) == ends
 
     promoted = mirrors("promote", "--bootstrap-server", mirror, "--topic", topic)
     assert promoted.returncode == 0, promoted.stderr
