@@ -253,6 +253,11 @@ class MirrorTopic:
             except (*NETWORK_ERRORS, KafkaError) as exc:
                 self._failed(self._cores, str(exc) or type(exc).__name__, leader_moved=True)
                 sent = False
+            except Exception as exc:
+                # A bug must not stop the mirror for good: log it, back off and retry.
+                log.exception("mirror %s: round failed", self.topic)
+                self._failed(self._cores, repr(exc), leader_moved=True)
+                sent = False
             if not sent:
                 await self._idle()
 
