@@ -66,9 +66,15 @@ def kbroker_source(tmp_path: Path) -> Iterator[BrokerProcess]:
         broker.stop()
 
 
+def scrape(metrics_address: str) -> str:
+    with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=30) as answer:
+        return answer.read().decode()
+
+
 def check_mirror(source: str, mirror: str, metrics_address: str, topic: str) -> None:
     """The whole story on one topic: plain and transactional data mirrored identically,
-    read_committed hides the aborted records, Produce refused, promote, Produce accepted."""
+    read_committed hides the aborted records, lag on the metrics endpoint and in describe,
+    pause and resume, Produce and local transactions refused, promote, Produce accepted."""
     create_topic(source, topic, 2)
     plain = [f"plain-{i}" for i in range(200)]
     produce_plain(source, topic, plain[:100])
@@ -85,11 +91,25 @@ def check_mirror(source: str, mirror: str, metrics_address: str, topic: str) -> 
     assert sorted(seen) == sorted(plain + committed)
     assert not set(seen) & set(aborted)
 
-    metrics = urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=30).read()
+    metrics = scrape(metrics_address)
     for p in range(2):
         labels = f'topic="{topic}",partition="{p}"'
-        assert f"kbroker_mirror_lag{{{labels}}} 0" in metrics.decode()
-        assert f'kbroker_mirror_state{{{labels},state="fetching"}} 1' in metrics.decode()
+        assert f"kbroker_mirror_lag{{{labels}}} 0" in metrics
+        assert f'kbroker_mirror_state{{{labels},state="fetching"}} 1' in metrics
+
+    # Paused: what the source receives meanwhile stays there until resume.
+    paused = mirrors("pause", "--bootstrap-server", mirror, "--topic", topic)
+    assert paused.returncode == 0, paused.stderr
+    paused_state = f'kbroker_mirror_state{{topic="{topic}",partition="0",state="paused"}} 1'
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while paused_state not in scrape(metrics_address):
+        assert time.monotonic() < deadline, "the fetchers never paused"
+        time.sleep(0.2)
+    produce_plain(source, topic, ["while-paused"] * 10)
+    assert end_offsets(mirror, topic, 2) == ends
+    resumed = mirrors("resume", "--bootstrap-server", mirror, "--topic", topic)
+    assert resumed.returncode == 0, resumed.stderr
+    ends = wait_caught_up(source, mirror, topic, 2)
 
     described = mirrors("describe", "--bootstrap-server", mirror, "--topic", topic, "--json")
     assert described.returncode == 0, described.stderr
