@@ -201,6 +201,11 @@ class Partition:
 
     def append_mirrored(self, batches: bytes) -> None:
         self._require_leader()
+        # The epoch cache of a mirror holds its batches' epochs, the source's: drop the entry
+        # make_leader put at the log end for this cluster's leader epoch, which no batch
+        # carries (else the source's epoch, lower or higher, would be recorded as starting
+        # here, and OffsetForLeaderEpoch would answer wrong ends for it).
+        self.log.epochs.truncate_from_end(self.log.log_end_offset)
         self.log.append_as_follower(batches)
         self.on_change(self.key)
         self._advance_high_watermark()
