@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
 
 from compat_tests.broker_process import BrokerProcess, free_port
 from compat_tests.kafka_process import KRaftKafkaProcess, kafka43_available
@@ -38,6 +38,7 @@ from tests.integration.mirror_support import (
     produce_transactions,
     wait_caught_up,
 )
+from tests.security.secure_broker import start_secure_broker
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -317,3 +318,45 @@ def test_new_source_partitions_are_followed(
     assert producer.flush(30) == 0
     wait_caught_up(kbroker_source.bootstrap, destination.bootstrap, topic, 3)
     assert_identical(kbroker_source.bootstrap, destination.bootstrap, topic, 3)
+
+
+def test_secured_sources_over_sasl_plain_and_mutual_tls(
+    tmp_path: Path, destination: BrokerProcess
+) -> None:
+    """The link's client properties (``--source-config``, as Kafka clients read them) reach
+    the source through the client core: SASL PLAIN with a JAAS line, and mutual TLS; the
+    JAAS line is kept as a sensitive config."""
+    source = start_secure_broker(tmp_path / "secure-source")
+    try:
+        plain = source.java_settings("sasl_plaintext_plain")
+        mtls = source.client_settings("mtls")
+        for topic, settings in (("via-plain", plain), ("via-mtls", mtls)):
+            create_topic(source.process.bootstrap, topic, 1)
+            produce_plain(source.process.bootstrap, topic, [f"{topic}-{i}" for i in range(50)])
+            properties = tmp_path / f"{topic}.properties"
+            properties.write_text(
+                "".join(f"{k}={v}\n" for k, v in settings.items() if k != "bootstrap.servers")
+            )
+            created = mirrors(
+                "create",
+                "--bootstrap-server",
+                destination.bootstrap,
+                "--source-bootstrap",
+                settings["bootstrap.servers"],
+                "--source-config",
+                str(properties),
+                "--topic",
+                topic,
+            )
+            assert created.returncode == 0, created.stderr
+        for topic in ("via-plain", "via-mtls"):
+            wait_caught_up(source.process.bootstrap, destination.bootstrap, topic, 1)
+            assert_identical(source.process.bootstrap, destination.bootstrap, topic, 1)
+        admin = AdminClient({"bootstrap.servers": destination.bootstrap})
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "via-plain")
+        entries = admin.describe_configs([resource])[resource].result(timeout=30)
+        jaas = entries["kbroker.mirror.source.config.sasl.jaas.config"]
+        assert jaas.is_sensitive and jaas.value is None
+        assert entries["kbroker.mirror.source.config.sasl.mechanism"].value == "PLAIN"
+    finally:
+        source.process.stop()
