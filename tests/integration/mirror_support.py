@@ -9,13 +9,14 @@ import subprocess
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.broker_process import REPO_ROOT
 from kbroker.cli.ops.admin import OpsError, leaders, produce
 from kbroker.client import LATEST, KafkaClient, parse_address
 from wire.api_keys import ApiKey
+from wire.errors import KafkaError as WireKafkaError
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchResponse
 from wire.records.batch import iter_batches
@@ -39,9 +40,9 @@ def mirrors(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int, replicas: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+    admin.create_topics([NewTopic(name, partitions, replicas)])[name].result(timeout=30)
 
 
 def produce_plain(bootstrap: str, topic: str, values: list[str]) -> None:
@@ -126,15 +127,21 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     return asyncio.run(ask())
 
 
+def end_offsets_now(bootstrap: str, topic: str, partitions: int) -> dict[int, int] | str:
+    """The end offsets, or why they cannot be had now (a partition without a reachable
+    leader after a kill, a mirror partition not created yet)."""
+    try:
+        return end_offsets(bootstrap, topic, partitions)
+    except (OSError, KafkaException, WireKafkaError) as exc:
+        return repr(exc)
+
+
 def wait_caught_up(source: str, mirror: str, topic: str, partitions: int) -> dict[int, int]:
     deadline = time.monotonic() + DEADLINE_SECONDS
     while True:
-        want = end_offsets(source, topic, partitions)
-        try:
-            have = end_offsets(mirror, topic, partitions)
-        except Exception:
-            have = {}
-        if have == want:
+        want = end_offsets_now(source, topic, partitions)
+        have = end_offsets_now(mirror, topic, partitions)
+        if isinstance(want, dict) and have == want:
             return want
         if time.monotonic() > deadline:
             raise AssertionError(f"mirror at {have}, source at {want}")
