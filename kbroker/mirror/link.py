@@ -107,6 +107,7 @@ class PartitionStatus:
     log_end_offset: int
     source_high_watermark: int
     lag: int
+    lag_ms: float
     last_error: str
     # Since this broker began following the partition (leadership, restart).
     copied_offsets: int
@@ -218,6 +219,7 @@ class MirrorTopic:
         self._wake.set()
 
     def statuses(self) -> list[PartitionStatus]:
+        now = self._now_ms()
         return [
             PartitionStatus(
                 index,
@@ -225,6 +227,7 @@ class MirrorTopic:
                 core.log_end_offset,
                 core.source_high_watermark,
                 core.lag,
+                core.lag_ms(now),
                 core.last_error,
                 *self._copied.get(index, (0, 0)),
             )

@@ -4,6 +4,8 @@ Per mirror partition this broker leads (labels ``topic``, ``partition``):
 
 - ``kbroker_mirror_lag``: offsets the source has committed (its high watermark at the last
   fetch) that the mirror has not copied yet; -1 before the first answer;
+- ``kbroker_mirror_lag_ms``: the lag in time, milliseconds since a fetch last found the
+  partition caught up (0 while it is; -1 before the first time);
 - ``kbroker_mirror_state``: 1 for the fetcher's state (label ``state``: checking, fetching,
   backing-off, paused, diverged);
 - ``kbroker_mirror_copied_offsets_total`` and ``kbroker_mirror_copied_bytes_total``: offsets and
@@ -29,6 +31,13 @@ def expose_mirrors(out: Exposition, statuses: Mapping[str, Sequence[PartitionSta
     out.family("kbroker_mirror_lag", "gauge", "Source offsets not yet copied (-1: unknown).")
     for labels, status in rows:
         out.sample("kbroker_mirror_lag", labels, status.lag)
+    out.family(
+        "kbroker_mirror_lag_ms",
+        "gauge",
+        "Milliseconds since the partition was last caught up (0: caught up, -1: not yet).",
+    )
+    for labels, status in rows:
+        out.sample("kbroker_mirror_lag_ms", labels, status.lag_ms)
     out.family("kbroker_mirror_state", "gauge", "1 for the state of the partition's fetcher.")
     for labels, status in rows:
         for state in MirrorState:

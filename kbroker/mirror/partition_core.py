@@ -108,6 +108,8 @@ class MirrorPartitionCore:
         self.source_high_watermark = -1
         self.log_end_offset = log_end_offset
         self.last_fetch_ms = -1.0
+        # When a fetch last found nothing left to copy (-1: never).
+        self.caught_up_ms = -1.0
 
     @property
     def lag(self) -> int:
@@ -115,6 +117,14 @@ class MirrorPartitionCore:
         if self.source_high_watermark < 0:
             return -1
         return max(0, self.source_high_watermark - self.log_end_offset)
+
+    def lag_ms(self, now_ms: float) -> float:
+        """How long the mirror has been behind: 0 while caught up, else the time since a
+        fetch last found it caught up; -1 when none has since this broker took the
+        partition on (a first copy still under way)."""
+        if self.lag == 0:
+            return 0.0
+        return max(0.0, now_ms - self.caught_up_ms) if self.caught_up_ms >= 0 else -1.0
 
     def wants_check(self, now_ms: float) -> bool:
         return self._due(now_ms) and self.state is MirrorState.CHECKING
@@ -167,6 +177,8 @@ class MirrorPartitionCore:
         self.log_end_offset = log_end_offset
         self.source_high_watermark = source_high_watermark
         self.last_fetch_ms = now_ms
+        if self.lag == 0:
+            self.caught_up_ms = now_ms
 
     def on_out_of_range(self, source_log_start: int, now_ms: float) -> Decision:
         """The source refused our fetch offset (OFFSET_OUT_OF_RANGE)."""

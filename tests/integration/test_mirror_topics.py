@@ -96,6 +96,7 @@ def check_mirror(source: str, mirror: str, metrics_address: str, topic: str) -> 
     for p in range(2):
         labels = f'topic="{topic}",partition="{p}"'
         assert f"kbroker_mirror_lag{{{labels}}} 0" in metrics
+        assert f"kbroker_mirror_lag_ms{{{labels}}} 0" in metrics
         assert f'kbroker_mirror_state{{{labels},state="fetching"}} 1' in metrics
 
     # Paused: what the source receives meanwhile stays there until resume.

@@ -149,3 +149,13 @@ def test_a_truncation_is_checked_again() -> None:
     core = MirrorPartitionCore(BACKOFF, 0, log_end_offset=100)
     core.on_checked(Truncate(70), 1)
     assert core.wants_check(1)
+
+
+def test_lag_in_time_counts_from_the_last_caught_up_fetch() -> None:
+    core = MirrorPartitionCore(BACKOFF, 0, log_end_offset=0)
+    core.on_fetched(10, 50, 1_000)
+    assert core.lag_ms(5_000) == -1  # never caught up yet
+    core.on_fetched(50, 50, 6_000)
+    assert core.lag_ms(9_000) == 0
+    core.on_fetched(60, 80, 10_000)
+    assert core.lag_ms(12_500) == 6_500
