@@ -5,8 +5,11 @@ raw batches, waiting for a mirror to catch up and comparing it with its source."
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -202,3 +205,65 @@ def assert_identical(source: str, mirror: str, topic: str, partitions: int) -> N
         assert len(mine) == len(theirs), f"partition {p}: {len(mine)} vs {len(theirs)} batches"
         for i, (a, b) in enumerate(zip(theirs, mine, strict=True)):
             assert a == b, f"partition {p}, batch {i}: bytes differ"
+
+
+class CuttableLink:
+    """A TCP relay between the mirror and one source listener, which a test can cut: every
+    relayed connection is reset and new ones are refused until ``heal``."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self._target = target
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._cut = threading.Event()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self._cut.is_set():
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self._target, timeout=10)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open.update((client, upstream))
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def cut(self) -> None:
+        self._cut.set()
+        with self._lock:
+            sockets, self._open = self._open, set()
+        for s in sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def heal(self) -> None:
+        self._cut.clear()
+
+    def close(self) -> None:
+        self._closed = True
+        self.cut()
+        self._listener.close()

@@ -28,6 +28,7 @@ from compat_tests.support import require
 from kbroker.client import KafkaClient, parse_address
 from tests.integration.mirror_support import (
     DEADLINE_SECONDS,
+    CuttableLink,
     assert_identical,
     consume_all,
     create_topic,
@@ -361,3 +362,63 @@ def test_secured_sources_over_sasl_plain_and_mutual_tls(
         assert entries["kbroker.mirror.source.config.sasl.mechanism"].value == "PLAIN"
     finally:
         source.process.stop()
+
+
+def test_link_cut_and_healed_while_mirroring(tmp_path: Path, destination: BrokerProcess) -> None:
+    """The link (only the link: the producer reaches the source on another listener) is cut
+    mid-copy, every connection reset and new ones refused: the fetchers back off, and after
+    the cut heals the mirror catches up with nothing lost, repeated or reordered."""
+    direct, external = free_port(), free_port()
+    link = CuttableLink(("127.0.0.1", external))
+    source = BrokerProcess(
+        tmp_path / "source",
+        port=direct,
+        overrides={
+            "listeners": f"PLAINTEXT://127.0.0.1:{direct},EXTERNAL://127.0.0.1:{external}",
+            "advertised.listeners": (
+                f"PLAINTEXT://127.0.0.1:{direct},EXTERNAL://127.0.0.1:{link.port}"
+            ),
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+        },
+    )
+    source.start()
+    try:
+        topic = "cut"
+        create_topic(source.bootstrap, topic, 1)
+        created = mirrors(
+            "create",
+            "--bootstrap-server",
+            destination.bootstrap,
+            "--source-bootstrap",
+            f"127.0.0.1:{link.port}",
+            "--topic",
+            topic,
+        )
+        assert created.returncode == 0, created.stderr
+        total = 3000
+        producer = Producer({"bootstrap.servers": source.bootstrap, "enable.idempotence": True})
+        for i in range(total // 3):
+            producer.produce(topic, b"%d" % i)
+        assert producer.flush(30) == 0
+        wait_caught_up(source.bootstrap, destination.bootstrap, topic, 1)
+
+        link.cut()
+        for i in range(total // 3, total):
+            producer.produce(topic, b"%d" % i)
+        assert producer.flush(30) == 0
+        backing_off = f'kbroker_mirror_state{{topic="{topic}",partition="0",state="backing-off"}} 1'
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while backing_off not in scrape(metrics_of(destination)):
+            assert time.monotonic() < deadline, "the cut was never noticed"
+            time.sleep(0.1)
+        assert end_offsets(destination.bootstrap, topic, 1)[0] < total
+        link.heal()
+
+        wait_caught_up(source.bootstrap, destination.bootstrap, topic, 1)
+        assert_identical(source.bootstrap, destination.bootstrap, topic, 1)
+        seen = consume_all(destination.bootstrap, topic, 1, "read_uncommitted")
+        assert seen == [str(i) for i in range(total)]
+    finally:
+        source.stop()
+        link.close()
