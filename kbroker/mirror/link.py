@@ -2,8 +2,9 @@
 
 One task per mirror topic follows the partitions of it this broker leads. Each round it
 refreshes the source's metadata when a partition asks for it (first round, leader moved,
-connection failed) or metadata.max.age.ms passed (new source partitions are then added to the
-mirror topic by the leader of its partition 0), checks the partitions that need it against
+connection failed) or metadata.max.age.ms passed (the leader of the mirror's partition 0
+then adds the partitions the source added and takes the copied configs the source changed,
+kbroker/mirror/topic_configs.py), checks the partitions that need it against
 the source (OffsetForLeaderEpoch with the epoch of our last batch,
 kbroker/mirror/partition_core.py), then sends one Fetch to
 each source leader for the partitions it leads there, concurrently. It fetches as a consumer
@@ -27,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,11 +44,16 @@ from kbroker.mirror.partition_core import (
     Truncate,
     check_divergence,
 )
-from kbroker.mirror.topic_configs import MirrorSpec
+from kbroker.mirror.topic_configs import COPIED_CONFIGS, MirrorSpec
 from kbroker.partition import Partition
 from replication.fetcher import NETWORK_ERRORS, FetchSettings, complete_batches
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode, KafkaError
+from wire.messages.describe_configs_request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
+from wire.messages.describe_configs_response import DescribeConfigsResponse
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchResponse, PartitionData
 from wire.messages.offset_for_leader_epoch_request import (
@@ -78,6 +84,9 @@ LEADER_MOVED = frozenset(
     }
 )
 DEFAULT_METADATA_MAX_AGE_MS = 300_000
+# DescribeConfigs: the TOPIC resource type, and the source of a topic's own override.
+TOPIC_RESOURCE = 2
+TOPIC_OVERRIDE = 1
 # How long an idle round waits before looking again (a wake-up comes sooner).
 IDLE_SECONDS = 1.0
 
@@ -95,8 +104,11 @@ class MirrorHost(Protocol):
         """A client of this broker's own cluster (its inter-broker listener)."""
         ...
 
-    async def follow_partition_count(self, topic: str, count: int) -> None:
-        """The source topic has ``count`` partitions: add those the mirror topic lacks."""
+    async def follow_source_topic(
+        self, topic: str, partitions: int, overrides: Mapping[str, str] | None
+    ) -> None:
+        """The source topic has ``partitions`` partitions and these config ``overrides``
+        (None: unknown): add the partitions the mirror lacks, take the copied configs."""
         ...
 
 
@@ -297,8 +309,11 @@ class MirrorTopic:
             for core in self._cores.values():
                 core.on_metadata()
             count = len(found.get(self.spec.source_topic, []))
-            if count:
-                await self._host.follow_partition_count(self.topic, count)
+            if count and 0 in self._cores:
+                # The leader of partition 0 keeps the topic like the source's.
+                await self._host.follow_source_topic(
+                    self.topic, count, await self._source_overrides()
+                )
         by_leader: dict[int, tuple[list[int], list[int]]] = {}
         for kind, indexes in ((0, checks), (1, fetches)):
             for index in indexes:
@@ -333,6 +348,40 @@ class MirrorTopic:
                 "mirror %s: source broker %d failed: %s", self.topic, node_id, exc or repr(exc)
             )
             self._failed([*checks, *fetches], str(exc) or type(exc).__name__, leader_moved=True)
+
+    async def _source_overrides(self) -> dict[str, str] | None:
+        """The copied configs the source topic sets (DescribeConfigs); None when the source
+        does not tell (refused, or an error): the mirror keeps its own then."""
+        request = DescribeConfigsRequest(
+            resources=[
+                DescribeConfigsResource(
+                    resource_type=TOPIC_RESOURCE,
+                    resource_name=self.spec.source_topic,
+                    configuration_keys=list(COPIED_CONFIGS),
+                )
+            ]
+        )
+        try:
+            connection = await self._client.any_connection()
+            response, version = await connection.request(ApiKey.DESCRIBE_CONFIGS, request)
+        except (*NETWORK_ERRORS, KafkaError) as exc:
+            log.info("mirror %s: source configs not read: %s", self.topic, exc)
+            return None
+        assert isinstance(response, DescribeConfigsResponse)
+        result = response.results[0]
+        if result.error_code != ErrorCode.NONE:
+            log.info(
+                "mirror %s: source configs not read: %s",
+                self.topic,
+                error_name(result.error_code),
+            )
+            return None
+        return {
+            c.name: c.value
+            for c in result.configs
+            if c.value is not None
+            and (c.config_source == TOPIC_OVERRIDE if version >= 1 else not c.is_default)
+        }
 
     # Consumer group offsets ------------------------------------------------------------
 

@@ -6,7 +6,9 @@ configs altered, leaders moved), and once a second in any case: a mirror topic (
 promoted and has partitions led here gets a MirrorTopic (kbroker/mirror/link.py) following
 exactly those partitions; its fetchers stop when leadership moves away, the topic is deleted
 or promoted, and start again on the new leader, from its own log end. A change of the
-source (bootstrap, source topic, client properties) restarts the topic's fetchers.
+source (bootstrap, source topic, client properties) restarts the topic's fetchers. The
+leader of a mirror's partition 0 also keeps its partition count and copied configs like
+the source topic's.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from controller.interface import TopicInfo
@@ -22,9 +25,10 @@ from kbroker.metrics import Exposition
 from kbroker.mirror.link import MirrorTopic, PartitionStatus
 from kbroker.mirror.metrics import expose_mirrors
 from kbroker.mirror.partition_core import Backoff
-from kbroker.mirror.topic_configs import ACTIVE, PAUSED, MirrorSpec, mirror_spec
+from kbroker.mirror.topic_configs import ACTIVE, PAUSED, MirrorSpec, mirror_spec, synced_configs
 from kbroker.partition import Partition
 from replication.fetcher import make_settings
+from wire.errors import KafkaError
 
 if TYPE_CHECKING:
     from kbroker.broker import Broker
@@ -70,19 +74,27 @@ class MirrorManager:
             security=broker.inter_broker_security,
         )
 
-    async def follow_partition_count(self, topic: str, count: int) -> None:
+    async def follow_source_topic(
+        self, topic: str, partitions: int, overrides: Mapping[str, str] | None
+    ) -> None:
         info = self._broker.metadata.topic(topic)
-        first = self._broker.partitions.get((topic, 0))
-        # One broker grows the topic: the leader of its partition 0.
-        if info is None or len(info.partitions) >= count or first is None or not first.is_leader:
+        if info is None:
             return
-        log.info(
-            "mirror %s: the source has %d partitions, %d here: adding the others",
-            topic,
-            count,
-            len(info.partitions),
-        )
-        await self._broker.metadata.create_partitions(topic, count)
+        if len(info.partitions) < partitions:
+            log.info(
+                "mirror %s: the source has %d partitions, %d here: adding the others",
+                topic,
+                partitions,
+                len(info.partitions),
+            )
+            await self._broker.metadata.create_partitions(topic, partitions)
+        synced = None if overrides is None else synced_configs(info.configs, overrides)
+        if synced is not None:
+            log.info("mirror %s: taking the source's configs %s", topic, overrides)
+            try:
+                await self._broker.metadata.set_topic_configs(topic, synced)
+            except KafkaError as exc:
+                log.warning("mirror %s: source configs not taken: %s", topic, exc)
 
     # Life ------------------------------------------------------------------------------
 

@@ -50,6 +50,33 @@ NAMES = (LINK, SOURCE_BOOTSTRAP, SOURCE_TOPIC, STATE, GROUP_FILTER, GROUP_SYNC_M
 _SECRET_MARKERS = ("password", "jaas.config", "secret")
 
 
+# The source topic configs a mirror topic takes over, at creation and whenever the link
+# refreshes the source's metadata: those that decide which records stay and how large they
+# may be. Storage layout (segment.*, index settings) stays the destination's choice.
+COPIED_CONFIGS = (
+    "cleanup.policy",
+    "compression.type",
+    "delete.retention.ms",
+    "max.compaction.lag.ms",
+    "max.message.bytes",
+    "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "retention.bytes",
+    "retention.ms",
+)
+
+
+def synced_configs(
+    current: Mapping[str, str], source_overrides: Mapping[str, str]
+) -> dict[str, str] | None:
+    """The mirror topic's configs with the copied ones as the source has them set (an
+    override the source dropped is dropped here too); None when nothing changes."""
+    wanted = {k: v for k, v in current.items() if k not in COPIED_CONFIGS}
+    wanted.update({k: v for k, v in source_overrides.items() if k in COPIED_CONFIGS})
+    return None if wanted == dict(current) else wanted
+
+
 @dataclass(frozen=True, slots=True)
 class MirrorSpec:
     """Where a mirror topic's records come from."""

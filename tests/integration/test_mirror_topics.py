@@ -20,7 +20,13 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+)
 
 from compat_tests.broker_process import BrokerProcess, free_port
 from compat_tests.kafka_process import KRaftKafkaProcess, kafka43_available
@@ -292,7 +298,7 @@ def test_group_fails_over_at_its_mirrored_offsets(
     assert sorted(before + after) == sorted(values)
 
 
-def test_new_source_partitions_are_followed(
+def test_new_source_partitions_and_configs_are_followed(
     tmp_path: Path, kbroker_source: BrokerProcess, destination: BrokerProcess
 ) -> None:
     topic = "growing"
@@ -313,6 +319,20 @@ def test_new_source_partitions_are_followed(
     assert created.returncode == 0, created.stderr
     admin = AdminClient({"bootstrap.servers": kbroker_source.bootstrap})
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin.incremental_alter_configs(
+        [
+            ConfigResource(
+                ConfigResource.Type.TOPIC,
+                topic,
+                incremental_configs=[
+                    ConfigEntry(
+                        "retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET
+                    )
+                ],
+            )
+        ]
+    )[resource].result(timeout=30)
     producer = Producer({"bootstrap.servers": kbroker_source.bootstrap, "acks": "all"})
     for partition in range(3):
         for i in range(20):
@@ -320,6 +340,14 @@ def test_new_source_partitions_are_followed(
     assert producer.flush(30) == 0
     wait_caught_up(kbroker_source.bootstrap, destination.bootstrap, topic, 3)
     assert_identical(kbroker_source.bootstrap, destination.bootstrap, topic, 3)
+    mirror_admin = AdminClient({"bootstrap.servers": destination.bootstrap})
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while (
+        mirror_admin.describe_configs([resource])[resource].result(timeout=30)["retention.ms"].value
+        != "3600000"
+    ):
+        assert time.monotonic() < deadline, "the source's retention.ms never reached the mirror"
+        time.sleep(0.2)
 
 
 def test_secured_sources_over_sasl_plain_and_mutual_tls(

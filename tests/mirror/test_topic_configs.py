@@ -17,6 +17,7 @@ from kbroker.mirror.topic_configs import (
     check_mirror_change,
     mirror_spec,
     read_only_error,
+    synced_configs,
 )
 from wire.errors import ErrorCode, KafkaError
 
@@ -85,3 +86,17 @@ def test_describe_lists_mirror_configs_only_where_set_and_masks_secrets() -> Non
     assert entries[SOURCE_BOOTSTRAP].value == "src:9092"
     assert entries[secret].value is None and entries[secret].sensitive
     assert entries[secret].type == ConfigType.PASSWORD
+
+
+def test_copied_configs_follow_the_source_and_the_others_stay() -> None:
+    current = {**MIRROR, "retention.ms": "1000", "segment.bytes": "1048576"}
+    synced = synced_configs(current, {"retention.ms": "5000", "cleanup.policy": "compact"})
+    assert synced == {
+        **MIRROR,
+        "retention.ms": "5000",
+        "cleanup.policy": "compact",
+        "segment.bytes": "1048576",
+    }
+    # An override the source dropped is dropped here; nothing to do when all match.
+    assert synced_configs(current, {}) == {**MIRROR, "segment.bytes": "1048576"}
+    assert synced_configs(current, {"retention.ms": "1000", "flush.ms": "5"}) is None

@@ -17,6 +17,7 @@ from kbroker.cli.ops.admin import alter_topic_configs as alter_configs
 from kbroker.client import LATEST, KafkaClient
 from kbroker.mirror.topic_configs import (
     ACTIVE,
+    COPIED_CONFIGS,
     GROUP_FILTER,
     LINK,
     PAUSED,
@@ -29,22 +30,6 @@ from kbroker.mirror.topic_configs import (
     mirror_spec,
 )
 from kbroker.regex import Regex
-
-# The source topic configs a mirror topic takes over when it is created: those that decide
-# which records stay and how large they may be. Storage layout (segment.*, index settings)
-# stays the destination's choice.
-COPIED_CONFIGS = (
-    "cleanup.policy",
-    "compression.type",
-    "delete.retention.ms",
-    "max.compaction.lag.ms",
-    "max.message.bytes",
-    "message.timestamp.type",
-    "min.cleanable.dirty.ratio",
-    "min.compaction.lag.ms",
-    "retention.bytes",
-    "retention.ms",
-)
 
 
 @dataclass(frozen=True, slots=True)
