@@ -209,36 +209,52 @@ def assert_identical(source: str, mirror: str, topic: str, partitions: int) -> N
 
 class CuttableLink:
     """A TCP relay between the mirror and one source listener, which a test can cut: every
-    relayed connection is reset and new ones are refused until ``heal``."""
+    relayed connection is reset and new ones are closed at once until ``heal``."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         self._target = target
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
+        # Every socket of a live relayed connection; cut() closes them all, and no socket
+        # joins while the link is cut (checked under the lock).
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
-        self._cut = threading.Event()
-        self._closed = False
+        self._cut = False
         threading.Thread(target=self._accept, daemon=True).start()
 
+    def _keep(self, *sockets: socket.socket) -> bool:
+        with self._lock:
+            if not self._cut:
+                self._open.update(sockets)
+                return True
+        for s in sockets:
+            s.close()
+        return False
+
     def _accept(self) -> None:
-        while not self._closed:
+        while True:
             try:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            if self._cut.is_set():
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(self._target, timeout=10)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._open.update((client, upstream))
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            if self._keep(client):
+                threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(self._target, timeout=10)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        with self._lock:
+            alive = client in self._open
+        if not alive or not self._keep(upstream):
+            client.close()
+            upstream.close()
+            return
+        for src, dst in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
@@ -249,11 +265,11 @@ class CuttableLink:
         finally:
             for s in (src, dst):
                 with contextlib.suppress(OSError):
-                    s.close()
+                    s.shutdown(socket.SHUT_RDWR)
 
     def cut(self) -> None:
-        self._cut.set()
         with self._lock:
+            self._cut = True
             sockets, self._open = self._open, set()
         for s in sockets:
             with contextlib.suppress(OSError):
@@ -261,9 +277,9 @@ class CuttableLink:
             s.close()
 
     def heal(self) -> None:
-        self._cut.clear()
+        with self._lock:
+            self._cut = False
 
     def close(self) -> None:
-        self._closed = True
         self.cut()
         self._listener.close()
