@@ -87,7 +87,11 @@ class MirrorManager:
                 partitions,
                 len(info.partitions),
             )
-            await self._broker.metadata.create_partitions(topic, partitions)
+            try:
+                await self._broker.metadata.create_partitions(topic, partitions)
+            except KafkaError as exc:
+                # The partitions there are still followed; the others wait for a retry.
+                log.warning("mirror %s: partitions not added: %s", topic, exc)
         synced = None if overrides is None else synced_configs(info.configs, overrides)
         if synced is not None:
             log.info("mirror %s: taking the source's configs %s", topic, overrides)
