@@ -55,6 +55,7 @@ from kbroker.log.log_config import LogConfig
 from kbroker.log.log_manager import LogManager
 from kbroker.loop_stalls import LoopStallMonitor
 from kbroker.metrics import BrokerMetrics, MetricsServer
+from kbroker.mirror.manager import MirrorManager
 from kbroker.partition import Partition
 from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.purgatory import Purgatory
@@ -217,6 +218,8 @@ class Broker:
         self._persister_client = SharePersisterClient(self)
         self.share_persister: SharePersister = self._persister_client
         self.features = DEFAULT_FINALIZED
+        # Mirror topics' fetchers on the partitions led here (kbroker/mirror/).
+        self.mirrors = MirrorManager(self)
         # The schema registry, with schema.registry.listeners (kbroker/schema_registry/).
         registry_listeners = parse_listeners(config)
         self.schema_registry = (
@@ -331,6 +334,7 @@ class Broker:
             )
         self.port = self.ports[self.config.listeners[0].name]
         await self.replica_manager.start()
+        self.mirrors.start()
         if self.zk is not None:
             await self.zk.register(self.advertised_endpoints())
         if self.schema_registry is not None:
@@ -377,6 +381,7 @@ class Broker:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
+        await self.mirrors.stop()
         await self.replica_manager.stop()
         if self.storage is not None:
             await self.storage.stop()
