@@ -98,6 +98,9 @@ class SharePartitionManager:
         self.sessions = ShareSessions(broker.config.get("group.share.max.share.sessions"))
         self._timer: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        # Releases of the records of sessions whose connection closed, under way.
+        self._releasing: set[asyncio.Task[None]] = set()
+        self._stopped = False
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -105,7 +108,14 @@ class SharePartitionManager:
         self._timer = asyncio.get_running_loop().create_task(self._expire_locks())
 
     async def stop(self) -> None:
+        self._stopped = True
+        if self._releasing:
+            await asyncio.gather(*self._releasing, return_exceptions=True)
         if self._timer is not None:
+            # Woken as well as cancelled: Python 3.11's asyncio.wait_for drops a cancellation
+            # that arrives as the event it waits on is set (a release just before the stop),
+            # and the loop then ends by seeing _stopped.
+            self._wake.set()
             self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._timer
@@ -365,6 +375,20 @@ class SharePartitionManager:
             await self._store(group_id, key, loaded)
         self._notify_released(group_id)
 
+    def connection_closed(self, connection_id: int) -> None:
+        """A client's connection closed: the share sessions it opened end and their members'
+        acquired records become available to the others at once, as Kafka 4.3 releases them
+        (a consumer that crashed does not hold its records until their locks expire). The
+        delivery count stays as it is: the delivery happened."""
+        if self._stopped:
+            return
+        for session in self.sessions.connection_closed(connection_id):
+            task = asyncio.get_running_loop().create_task(
+                self.release(session.group_id, session.member_id, session.partitions)
+            )
+            self._releasing.add(task)
+            task.add_done_callback(self._releasing.discard)
+
     def _notify_released(self, group_id: str) -> None:
         self._broker.fetch_purgatory.notify(self._released_key(group_id))
         self._wake.set()
@@ -398,7 +422,7 @@ class SharePartitionManager:
     # --- expired locks --------------------------------------------------------------------
 
     async def _expire_locks(self) -> None:
-        while True:
+        while not self._stopped:
             deadlines = [
                 d
                 for loaded in self._loaded.values()

@@ -404,3 +404,25 @@ async def test_members_fetching_together_from_a_partition_not_loaded_yet(
         a.fetch(max_records=5, mode=1), b.fetch(max_records=5, mode=1)
     )
     assert sorted(acquired(first) + acquired(second)) == [(0, 4, 1), (5, 9, 1)]
+
+
+async def test_a_closed_connection_releases_its_members_records(share_broker: Broker) -> None:
+    """Kafka 4.3 ends a share session when the connection that opened it closes and releases
+    what its member acquired: another member gets those records at once (delivery count 2),
+    not when their 30 s locks expire."""
+    topic_id = await setup(share_broker, 10)
+    holder_conn = await connect(share_broker)
+    holder = Member(holder_conn, topic_id)
+    other = Member(await connect(share_broker), topic_id)
+    await holder.join()
+    await other.join()
+    assert acquired(await holder.fetch()) == [(0, 9, 1)]
+    assert acquired(await other.fetch(wait=0)) == []
+    await holder_conn.close()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    got: list[tuple[int, int, int]] = []
+    while not got and loop.time() < deadline:
+        got = acquired(await other.fetch(wait=1000))
+    assert got == [(0, 9, 2)]
+    assert share_broker.share_partitions.sessions.members_of(GROUP) == [other.member_id]
