@@ -193,7 +193,10 @@ class SharePartitionManager:
         sp.move_start(log_start)
         loaded = _Loaded(sp, topic, partition, leader_epoch, state.state_epoch)
         self._loaded[(group_id, topic_id, index)] = loaded
-        if sp.start_offset != state.start_offset:
+        # A start offset chosen by share.auto.offset.reset is not written until something
+        # else is, as on Kafka 4.3: a partition never acknowledged keeps start offset -1, and
+        # kafka-share-groups.sh shows it as "-".
+        if state.start_offset >= 0 and sp.start_offset != state.start_offset:
             loaded.dirty = True
         return loaded
 
@@ -399,18 +402,20 @@ class SharePartitionManager:
         """Write the partition's state if it changed; the error to report."""
         while loaded.dirty:
             loaded.dirty = False
+            written = loaded.sp.state_to_write()
             state = SharePartitionState(
                 state_epoch=loaded.state_epoch,
-                start_offset=loaded.sp.start_offset,
+                start_offset=written.start_offset,
                 batches=tuple(
                     StateBatch(r.first, r.last, int(r.state), r.delivery_count)
-                    for r in loaded.sp.persisted_runs()
+                    for r in written.runs
                 ),
                 leader_epoch=loaded.leader_epoch,
-                delivery_complete_count=_done(loaded.sp),
+                delivery_complete_count=written.delivery_complete_count,
             )
             try:
                 await self._broker.share_persister.write(group_id, key[0], key[1], state)
+                loaded.sp.written(written)
             except PersisterError as exc:
                 loaded.dirty = True
                 if exc.code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
