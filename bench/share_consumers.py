@@ -7,7 +7,8 @@ KafkaShareConsumers (kafka-clients 4.3, one JVM each,
 compat_tests/jvm_share/ShareWorker.java in quiet mode: explicit ACCEPT of every record, one
 commitSync per poll) subscribes to the topic. Once every consumer has subscribed, one warm-up
 record per partition has been acknowledged (the share partitions are initialized) and the
-group has settled (bench/share_warmup.py: no more partitions moving between consumers), a
+group has settled (bench/share_warmup.py: no more partitions moving between consumers, no
+warm-up record left unacknowledged), a
 confluent-kafka producer sends `--records` records of 100 bytes, round-robin over the
 partitions; the figure is those records divided by the time from the first send to the last
 acknowledgement (each consumer reports the wall-clock time it reached its count). Prints the
@@ -20,6 +21,7 @@ table (median of `--repeat` runs) and writes it as JSON.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import sys
@@ -39,6 +41,9 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from share_warmup import WarmUp  # noqa: E402
 
 from compat_tests.share_workers import ShareWorkers, Worker  # noqa: E402
+from kbroker.cli.ops.admin import parse_bootstrap  # noqa: E402
+from kbroker.cli.ops.share_groups import share_offsets  # noqa: E402
+from kbroker.client import KafkaClient  # noqa: E402
 
 VALUE = b"x" * 100
 # The consumers' JVMs: the client's default JIT and collector (this measures throughput,
@@ -76,6 +81,20 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int) -> None:
     assert producer.flush(120) == 0
 
 
+def share_group_lag(bootstrap: str, group: str) -> int | None:
+    """The group's records not yet acknowledged or archived, summed over its partitions
+    (DescribeShareGroupOffsets v1, KIP-1226); None while a partition's lag is not known."""
+
+    async def ask() -> int | None:
+        async with KafkaClient(parse_bootstrap(bootstrap)) as client:
+            rows = await share_offsets(client, group)
+        if not rows or any(r.lag is None for r in rows):
+            return None
+        return sum(r.lag for r in rows if r.lag is not None)
+
+    return asyncio.run(ask())
+
+
 def total_acked(workers: list[Worker]) -> int:
     return sum(w.acked_progress()[0] for w in workers)
 
@@ -97,7 +116,11 @@ def one_run(
         # them, so a round produced before that is never delivered.
         warm_up = WarmUp(partitions)
         deadline = time.monotonic() + 300
-        while not warm_up.settled([w.acked_progress()[0] for w in workers], time.monotonic()):
+        while not warm_up.settled(
+            [w.acked_progress()[0] for w in workers],
+            time.monotonic(),
+            share_group_lag(share.bootstrap, group),
+        ):
             if time.monotonic() > deadline:
                 raise RuntimeError("the group did not settle: warm-up records not acknowledged")
             produce(share.bootstrap, topic, partitions, partitions)

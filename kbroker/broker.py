@@ -232,6 +232,7 @@ class Broker:
             MemoryPool(_positive_or_none(config.get("queued.max.request.bytes"))),
             ConnectionQuotas(connection_quotas_config(config), self._ip_creation_rate),
         )
+        self.server.add_close_listener(self.share_partitions.connection_closed)
         # Each listener's TLS and SASL (a bad setting stops the broker here).
         self.listener_security = {
             lst.name: self._listener_security(lst.name) for lst in config.listeners

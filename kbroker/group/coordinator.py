@@ -343,9 +343,12 @@ class GroupCoordinator:
         self._wake.set()
 
     async def _initialize_share_state(self, effect: InitializeShareState) -> None:
-        """Set up share-partition state at the share coordinator (state epoch 0, start
-        offset -1: the leader applies share.auto.offset.reset), then tell the core."""
-        requests = [(topic_id, partition, 0, -1) for topic_id, partition in effect.partitions]
+        """Set up share-partition state at the share coordinator (start offset -1: the
+        leader applies share.auto.offset.reset), then tell the core."""
+        requests = [
+            (topic_id, partition, effect.state_epoch, -1)
+            for topic_id, partition in effect.partitions
+        ]
         try:
             outcome = await self._broker.share_persister.initialize(effect.group_id, requests)
         except Exception:

@@ -230,11 +230,12 @@ class StoreRecords:
 @dataclass(frozen=True, slots=True)
 class InitializeShareState:
     """Set up the share-partition state of ``partitions`` (topic id, partition) of a share
-    group at the share coordinator, then call ``share_state_initialized`` with each one's
-    outcome."""
+    group at the share coordinator, at ``state_epoch``, then call ``share_state_initialized``
+    with each one's outcome."""
 
     group_id: str
     partitions: tuple[tuple[uuid.UUID, int], ...]
+    state_epoch: int = 0
 
 
 Record = tuple[Key, Value | None]

@@ -5,10 +5,14 @@ member takes its target at once (share_group.py).
 
 Before a subscribed partition is assigned, its share-partition state is set up at the share
 coordinator: the partition is recorded as initializing and an ``InitializeShareState`` effect
-asks the shell to initialize it (state epoch 0, start offset -1: the partition's leader applies
-``share.auto.offset.reset`` when it first serves it); once that is done
-(``share_state_initialized``) the partition is recorded as initialized and the group epoch
-rises, so the next heartbeat assigns it. This is Kafka 4.3's sequence, as its records show.
+asks the shell to initialize it (the group epoch as its state epoch, start offset -1: the
+partition's leader applies ``share.auto.offset.reset`` when it first serves it); once that is
+done (``share_state_initialized``) the partition is recorded as initialized and the group epoch
+rises, so the next heartbeat assigns it. Kafka 4.3 writes the same records, but a heartbeat
+later: a new group's first heartbeat writes epoch 2, the second computes the topics' metadata
+hash (epoch 3) and only then asks for the initialization, whose partitions a later heartbeat
+assigns (epoch 4); kbroker asks at the first heartbeat, and its first member gets partitions
+one heartbeat interval sooner, at epoch 3.
 
 Changes are stored before they take effect and before the answer goes out, through the same
 machinery as consumer groups (consumer_heartbeat.py). Errors and their messages are Kafka
@@ -74,6 +78,8 @@ from wire.errors import ErrorCode
 SHARE_PROTOCOL_TYPE = "share"
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
+# The group epoch a new share group starts at (see _share_heartbeat).
+FIRST_SHARE_EPOCH = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,14 +261,19 @@ class ShareGroupProtocol:
         data.members[req.member_id] = updated
         effects: list[Effect] = []
         initialize = self._partitions_to_initialize(group_id, data, records)
-        if initialize:
-            effects.append(InitializeShareState(group_id, tuple(initialize)))
         metadata_hash = _initialized_hash(data, self._topics)
         if metadata_hash != data.metadata_hash:
             data.metadata_hash = metadata_hash
             bump = True
         if bump:
-            self._bump_share_epoch(group_id, data, records)
+            # A new share group's first epoch is 2 on Kafka 4.3 (its first ShareGroupMetadata
+            # record, read back from __consumer_offsets), one more than a bump.
+            step = FIRST_SHARE_EPOCH if data.group_epoch == 0 else 1
+            self._bump_share_epoch(group_id, data, records, step)
+        if initialize:
+            # At the group epoch: a new group's partitions at state epoch 2, as Kafka 4.3's
+            # first share snapshots have it.
+            effects.append(InitializeShareState(group_id, tuple(initialize), data.group_epoch))
         if data.group_epoch > data.assignment_epoch:
             self._assign_shares(group_id, data, records, now)
         before = data.members[req.member_id]
@@ -307,9 +318,11 @@ class ShareGroupProtocol:
         records.extend(_tombstones(group_id, member_id))
         self._bump_share_epoch(group_id, data, records)
 
-    def _bump_share_epoch(self, group_id: str, data: ShareGroupData, records: list[Record]) -> None:
+    def _bump_share_epoch(
+        self, group_id: str, data: ShareGroupData, records: list[Record], step: int = 1
+    ) -> None:
         """A new group epoch: a rebalance (Kafka's share-group-rebalance sensor)."""
-        data.group_epoch += 1
+        data.group_epoch += step
         self.rebalances[SHARE_GROUP] += 1
         records.append(
             (

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from kbroker.authorization import authorize
 from kbroker.handlers.common import LEADER_MOVED, broker_endpoints, current_leader
 from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.server.connection import CONNECTION_ID
 from kbroker.share.manager import FetchedPartition
 from kbroker.share.sessions import CLOSE_EPOCH, OPEN_EPOCH, SharePartitionKey
 from kbroker.share.share_partition import AckBatch, AcquireMode
@@ -93,7 +94,7 @@ async def _use_session(
     request's acknowledgements. A session replaced by a new one gives its member's records
     back at once."""
     manager = broker.share_partitions
-    use = manager.sessions.use(group_id, member_id, epoch, added, forgotten)
+    use = manager.sessions.use(group_id, member_id, epoch, added, forgotten, CONNECTION_ID.get())
     if use.ended is not None and epoch == OPEN_EPOCH:
         await manager.release(group_id, member_id, use.ended.partitions)
     if use.session is None:

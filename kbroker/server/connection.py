@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import itertools
 import logging
 import os
 import socket
@@ -100,6 +101,13 @@ CLIENT_SOFTWARE: contextvars.ContextVar[ClientSoftware | None] = contextvars.Con
 PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar("principal", default=ANONYMOUS)
 
 
+# The connection the request came on, by a number unique in this process: what a share
+# session is bound to (KIP-932: a share session lives on the connection that opened it, and
+# its member's acquired records are released when that connection closes).
+CONNECTION_ID: contextvars.ContextVar[int] = contextvars.ContextVar("connection_id", default=0)
+_CONNECTION_IDS = itertools.count(1)
+
+
 # Set by a handler whose client is over a quota: after the response is written, the
 # connection stops reading for that many milliseconds (KIP-219: the broker answers at once,
 # with throttle_time_ms, and mutes the channel; the client holds back too).
@@ -153,6 +161,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reject_version = reject_version
         self._limits = limits
         self._on_close = on_close
+        self.connection_id = next(_CONNECTION_IDS)
         self._pool = pool if pool is not None else MemoryPool(None)
         self._decoder = FrameDecoder(limits.max_frame_bytes, self._pool, shared_staging)
         self._frames: collections.deque[memoryview] = collections.deque()
@@ -390,6 +399,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         assert self._transport is not None
         CLIENT_HOST.set(self._client_host)
         CLIENT_PORT.set(self._client_port)
+        CONNECTION_ID.set(self.connection_id)
         CLIENT_SOFTWARE.set(ClientSoftware())
         LISTENER_NAME.set(self._listener_name)
         PRINCIPAL.set(self._principal)

@@ -25,6 +25,7 @@ import logging
 import socket
 import ssl
 import time
+from collections.abc import Callable
 
 from kbroker.security.listener_security import PLAINTEXT_LISTENER, ListenerSecurity
 from kbroker.server.connection import (
@@ -122,6 +123,12 @@ class KafkaServer:
         # Each listener's security, by name: read at every accept, so set_security (a dynamic
         # config change, KIP-226) applies to the connections accepted after it.
         self._security: dict[str, ListenerSecurity] = {}
+        # Called with a connection's CONNECTION_ID once it has closed.
+        self._close_listeners: list[Callable[[int], None]] = []
+
+    def add_close_listener(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener`` with each connection's id once the connection has closed."""
+        self._close_listeners.append(listener)
 
     def _new_connection(
         self, listener_name: str | None, ip: str, security: ListenerSecurity
@@ -130,6 +137,8 @@ class KafkaServer:
             self._connections.discard(connection)
             self.quotas.close(listener_name or "", ip)
             self._slot_freed.set()
+            for listener in self._close_listeners:
+                listener(connection.connection_id)
 
         connection = KafkaConnection(
             self._handle,

@@ -98,6 +98,9 @@ class SharePartitionManager:
         self.sessions = ShareSessions(broker.config.get("group.share.max.share.sessions"))
         self._timer: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        # Releases of the records of sessions whose connection closed, under way.
+        self._releasing: set[asyncio.Task[None]] = set()
+        self._stopped = False
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -105,7 +108,14 @@ class SharePartitionManager:
         self._timer = asyncio.get_running_loop().create_task(self._expire_locks())
 
     async def stop(self) -> None:
+        self._stopped = True
+        if self._releasing:
+            await asyncio.gather(*self._releasing, return_exceptions=True)
         if self._timer is not None:
+            # Woken as well as cancelled: Python 3.11's asyncio.wait_for drops a cancellation
+            # that arrives as the event it waits on is set (a release just before the stop),
+            # and the loop then ends by seeing _stopped.
+            self._wake.set()
             self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._timer
@@ -183,7 +193,10 @@ class SharePartitionManager:
         sp.move_start(log_start)
         loaded = _Loaded(sp, topic, partition, leader_epoch, state.state_epoch)
         self._loaded[(group_id, topic_id, index)] = loaded
-        if sp.start_offset != state.start_offset:
+        # A start offset chosen by share.auto.offset.reset is not written until something
+        # else is, as on Kafka 4.3: a partition never acknowledged keeps start offset -1, and
+        # kafka-share-groups.sh shows it as "-".
+        if state.start_offset >= 0 and sp.start_offset != state.start_offset:
             loaded.dirty = True
         return loaded
 
@@ -365,6 +378,20 @@ class SharePartitionManager:
             await self._store(group_id, key, loaded)
         self._notify_released(group_id)
 
+    def connection_closed(self, connection_id: int) -> None:
+        """A client's connection closed: the share sessions it opened end and their members'
+        acquired records become available to the others at once, as Kafka 4.3 releases them
+        (a consumer that crashed does not hold its records until their locks expire). The
+        delivery count stays as it is: the delivery happened."""
+        if self._stopped:
+            return
+        for session in self.sessions.connection_closed(connection_id):
+            task = asyncio.get_running_loop().create_task(
+                self.release(session.group_id, session.member_id, session.partitions)
+            )
+            self._releasing.add(task)
+            task.add_done_callback(self._releasing.discard)
+
     def _notify_released(self, group_id: str) -> None:
         self._broker.fetch_purgatory.notify(self._released_key(group_id))
         self._wake.set()
@@ -375,18 +402,20 @@ class SharePartitionManager:
         """Write the partition's state if it changed; the error to report."""
         while loaded.dirty:
             loaded.dirty = False
+            written = loaded.sp.state_to_write()
             state = SharePartitionState(
                 state_epoch=loaded.state_epoch,
-                start_offset=loaded.sp.start_offset,
+                start_offset=written.start_offset,
                 batches=tuple(
                     StateBatch(r.first, r.last, int(r.state), r.delivery_count)
-                    for r in loaded.sp.persisted_runs()
+                    for r in written.runs
                 ),
                 leader_epoch=loaded.leader_epoch,
-                delivery_complete_count=_done(loaded.sp),
+                delivery_complete_count=written.delivery_complete_count,
             )
             try:
                 await self._broker.share_persister.write(group_id, key[0], key[1], state)
+                loaded.sp.written(written)
             except PersisterError as exc:
                 loaded.dirty = True
                 if exc.code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
@@ -398,7 +427,7 @@ class SharePartitionManager:
     # --- expired locks --------------------------------------------------------------------
 
     async def _expire_locks(self) -> None:
-        while True:
+        while not self._stopped:
             deadlines = [
                 d
                 for loaded in self._loaded.values()

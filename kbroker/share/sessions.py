@@ -7,6 +7,10 @@ acknowledge), any other value must be the session's next epoch: each ShareFetch 
 ShareAcknowledge moves it on by one. Errors as Kafka's: SHARE_SESSION_NOT_FOUND for an epoch
 of a session this broker does not have, INVALID_SHARE_SESSION_EPOCH for the wrong epoch,
 SHARE_SESSION_LIMIT_REACHED beyond ``group.share.max.share.sessions``.
+
+A session is bound to the connection that opened it, as Kafka's share session cache binds it:
+when that connection closes the session ends, and the caller releases its member's records
+(a crashed consumer's records go to the others at once, not when their locks expire).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ SharePartitionKey = tuple[uuid.UUID, int]
 class ShareSession:
     group_id: str
     member_id: str
+    # The connection that opened the session (kbroker.server.connection.CONNECTION_ID).
+    connection_id: int = 0
     next_epoch: int = 1
     partitions: set[SharePartitionKey] = field(default_factory=set)
 
@@ -56,9 +62,10 @@ class ShareSessions:
         epoch: int,
         added: Iterable[SharePartitionKey] = (),
         forgotten: Iterable[SharePartitionKey] = (),
+        connection_id: int = 0,
     ) -> SessionUse:
-        """Open, continue or close the member's session for one request; KafkaError when
-        the epoch does not fit."""
+        """Open, continue or close the member's session for one request, which came on
+        connection ``connection_id``; KafkaError when the epoch does not fit."""
         key = (group_id, member_id)
         current = self._sessions.get(key)
         if epoch == OPEN_EPOCH:
@@ -67,7 +74,7 @@ class ShareSessions:
                     ErrorCode.SHARE_SESSION_LIMIT_REACHED,
                     "The limit of share sessions has been reached.",
                 )
-            session = ShareSession(group_id, member_id, partitions=set(added))
+            session = ShareSession(group_id, member_id, connection_id, partitions=set(added))
             self._sessions[key] = session
             return SessionUse(session, current)
         if current is None:
@@ -81,6 +88,14 @@ class ShareSessions:
         current.partitions.update(added)
         current.partitions.difference_update(forgotten)
         return SessionUse(current)
+
+    def connection_closed(self, connection_id: int) -> list[ShareSession]:
+        """End the sessions opened on a connection that closed; they are returned so that
+        their members' records are released."""
+        ended = [s for s in self._sessions.values() if s.connection_id == connection_id]
+        for session in ended:
+            del self._sessions[(session.group_id, session.member_id)]
+        return ended
 
     def members_of(self, group_id: str) -> list[str]:
         return [m for g, m in self._sessions if g == group_id]

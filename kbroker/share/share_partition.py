@@ -92,6 +92,17 @@ class Acquired:
 
 
 @dataclass(frozen=True, slots=True)
+class PersistedState:
+    """A share partition's state as written to the share coordinator."""
+
+    start_offset: int
+    runs: list[Run]
+    delivery_complete_count: int
+    # How many done runs below the start offset it carries (for SharePartition.written).
+    unwritten_done: int
+
+
+@dataclass(frozen=True, slots=True)
 class AckBatch:
     first_offset: int
     last_offset: int
@@ -121,7 +132,12 @@ class SharePartition:
         if self._runs and self._runs[0].first < start_offset:
             self._runs[0] = replace(self._runs[0], first=start_offset)
         self._firsts = [r.first for r in self._runs]
+        # The done runs the start offset moved past since the state was last written: a
+        # write still carries them, from the start offset as it was, as Kafka 4.3 writes
+        # (see state_to_write). Those of the state loaded were written already.
+        self._unwritten_done: list[Run] = []
         self._advance()
+        self._unwritten_done.clear()
         # Counted for the metrics: records handed out (each delivery), of them deliveries
         # after the first, and records whose acquisition lock expired.
         self.delivered = 0
@@ -184,6 +200,32 @@ class SharePartition:
             else:
                 out.append(stored)
         return out
+
+    def state_to_write(self) -> PersistedState:
+        """The state to write to the share coordinator, as Kafka 4.3 writes it: from the start
+        offset as it was before the changes not written yet moved it, with the records done
+        since then still in it (Kafka moves its start offset only once the write is done: after
+        all ten records of a partition were accepted, its share state reads start offset 0 and
+        a batch 0-9 acknowledged, delivery complete count 10, and kafka-share-groups.sh shows
+        START-OFFSET 0)."""
+        done = list(self._unwritten_done)
+        start = done[0].first if done else self.start_offset
+        merged: list[Run] = []
+        for r in [*done, *self.persisted_runs()]:
+            if (
+                merged
+                and merged[-1].last + 1 == r.first
+                and (merged[-1].state, merged[-1].delivery_count) == (r.state, r.delivery_count)
+            ):
+                merged[-1] = replace(merged[-1], last=r.last)
+            else:
+                merged.append(r)
+        complete = sum(r.last - r.first + 1 for r in merged if r.state in DONE)
+        return PersistedState(start, merged, complete, len(done))
+
+    def written(self, state: PersistedState) -> None:
+        """``state`` (from state_to_write) is stored: its done runs need not be written again."""
+        del self._unwritten_done[: state.unwritten_done]
 
     # --- acquiring --------------------------------------------------------------------------
 
@@ -356,6 +398,7 @@ class SharePartition:
         if self._runs and self._runs[0].first < offset:
             self._runs[0] = replace(self._runs[0], first=offset)
         self._firsts = [r.first for r in self._runs]
+        self._unwritten_done.clear()
         self.start_offset = offset
         self._advance()
 
@@ -398,6 +441,7 @@ class SharePartition:
             done += 1
         if done:
             self.start_offset = self._runs[done - 1].last + 1
+            self._unwritten_done.extend(self._runs[:done])
             del self._runs[:done]
             del self._firsts[:done]
 

@@ -281,8 +281,12 @@ async def test_share_group_offsets_as_kafka_43_answers(share_broker: Broker) -> 
     await a.join()
     await a.fetch()
     await a.ack(0, 4, [1, 1, 2, 3, 0])
-    # Start offset 2; 2 and 5-9 not done (3 and 4 are archived): a lag of 6, as Kafka 4.3.
-    assert await describe_offsets(conn, GROUP) == (0, [(TOPIC, [(0, 2, 6)])])
+    # 2 and 5-9 not done (3 and 4 are archived): a lag of 6. The start offset is the one
+    # written with the acknowledgement, from before it moved: 0, as Kafka 4.3 answers.
+    assert await describe_offsets(conn, GROUP) == (0, [(TOPIC, [(0, 0, 6)])])
+    # The next write carries the start offset the first one moved to, 2: record 2 is left.
+    await a.ack(5, 9, [1])
+    assert await describe_offsets(conn, GROUP) == (0, [(TOPIC, [(0, 2, 1)])])
     assert await describe_offsets(conn, "nosuch") == (0, [])
     named = [DescribeShareGroupOffsetsRequestTopic(topic_name="nope", partitions=[0])]
     assert await describe_offsets(conn, GROUP, named) == (0, [("nope", [(0, -1, -1)])])
@@ -404,3 +408,43 @@ async def test_members_fetching_together_from_a_partition_not_loaded_yet(
         a.fetch(max_records=5, mode=1), b.fetch(max_records=5, mode=1)
     )
     assert sorted(acquired(first) + acquired(second)) == [(0, 4, 1), (5, 9, 1)]
+
+
+async def test_a_closed_connection_releases_its_members_records(share_broker: Broker) -> None:
+    """Kafka 4.3 ends a share session when the connection that opened it closes and releases
+    what its member acquired: another member gets those records at once (delivery count 2),
+    not when their 30 s locks expire."""
+    topic_id = await setup(share_broker, 10)
+    holder_conn = await connect(share_broker)
+    holder = Member(holder_conn, topic_id)
+    other = Member(await connect(share_broker), topic_id)
+    await holder.join()
+    await other.join()
+    assert acquired(await holder.fetch()) == [(0, 9, 1)]
+    assert acquired(await other.fetch(wait=0)) == []
+    await holder_conn.close()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    got: list[tuple[int, int, int]] = []
+    while not got and loop.time() < deadline:
+        got = acquired(await other.fetch(wait=1000))
+    assert got == [(0, 9, 2)]
+    assert share_broker.share_partitions.sessions.members_of(GROUP) == [other.member_id]
+
+
+async def test_a_partition_never_acknowledged_keeps_start_offset_minus_one(
+    share_broker: Broker,
+) -> None:
+    """Kafka 4.3 does not write the start offset share.auto.offset.reset chose until it
+    writes something else: a partition fetched but never acknowledged describes as -1 (`-`
+    in kafka-share-groups.sh)."""
+    topic_id = await setup(share_broker, 0)
+    conn = await connect(share_broker)
+    member = Member(conn, topic_id)
+    await member.join()
+    assert acquired(await member.fetch(wait=0)) == []
+    # The session closes (ShareFetch with epoch -1), which releases what the member held:
+    # nothing, so nothing is written.
+    member.session = -1
+    assert (await member.fetch(wait=0)).error_code == 0
+    assert await describe_offsets(conn, GROUP) == (0, [(TOPIC, [(0, -1, -1)])])

@@ -114,7 +114,9 @@ def test_partitions_are_assigned_once_their_state_is_initialized() -> None:
     h = Harness(hold_init=True)
     joined = h.heartbeat("m1", 0)
     assert joined.error == E.NONE and partitions(joined) == []
-    assert h.inits == [InitializeShareState(G, ((T, 0), (T, 1), (T, 2)))]
+    # At the group epoch, 2 for a new group: Kafka 4.3's first share snapshots have state
+    # epoch 2.
+    assert h.inits == [InitializeShareState(G, ((T, 0), (T, 1), (T, 2)), 2)]
     state = [v for _, v in h.stored if isinstance(v, ShareStatePartitionsValue)]
     assert [info.partitions for info in state[-1].initializing] == [(0, 1, 2)]
     again = h.heartbeat("m1", joined.member_epoch)
@@ -124,6 +126,22 @@ def test_partitions_are_assigned_once_their_state_is_initialized() -> None:
     assert got.member_epoch > joined.member_epoch
     assert partitions(got) == [0, 1, 2]
     assert h.group().share.initialized == {T: frozenset({0, 1, 2})}
+
+
+def test_epochs_as_kafka_43_numbers_them() -> None:
+    # Kafka 4.3, read back from __consumer_offsets: a new share group's first
+    # ShareGroupMetadata record has epoch 2, and each change after it adds one (a member
+    # joining, a member leaving).
+    h = Harness(hold_init=True)
+    joined = h.heartbeat("m1", 0)
+    assert (joined.member_epoch, h.group().share.group_epoch) == (2, 2)
+    h.complete(h.inits[0])
+    got = h.heartbeat("m1", joined.member_epoch)
+    assert (got.member_epoch, partitions(got)) == (3, [0, 1, 2])
+    second = h.heartbeat("m2", 0)
+    assert second.member_epoch == h.group().share.group_epoch == 4
+    h.heartbeat("m2", -1)
+    assert h.group().share.group_epoch == 5
 
 
 def test_a_failed_initialization_is_tried_again() -> None:
@@ -213,7 +231,8 @@ def test_group_epoch_bumps_are_counted_as_rebalances() -> None:
     h = Harness()
     a = h.heartbeat("a", 0)
     joined = h.core.rebalances["share"]
-    assert joined == h.group().share.group_epoch > 0
+    # One rebalance per bump; the first one takes a new group to epoch 2.
+    assert joined == h.group().share.group_epoch - 1 > 0
     h.heartbeat("a", a.member_epoch)
     assert h.core.rebalances["share"] == joined
     h.heartbeat("a", -1)

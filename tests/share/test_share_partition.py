@@ -196,6 +196,36 @@ def test_persisted_runs_store_acquired_as_available() -> None:
     ]
 
 
+def test_state_is_written_from_the_start_offset_before_the_acknowledgement() -> None:
+    # Kafka 4.3's __share_group_state after ten records of one batch were accepted: start
+    # offset 0, batch 0-9 acknowledged, delivery complete count 10 (its start offset moves
+    # only once the write is done); the next write starts where that one moved it.
+    sp = partition()
+    sp.acquire(A, log((0, 9), (10, 14)), 500, BATCH, 0, LOCK)
+    ack(sp, A, 0, 9, AckType.ACCEPT)
+    assert sp.start_offset == 10
+    first = sp.state_to_write()
+    assert (first.start_offset, first.delivery_complete_count) == (0, 10)
+    assert first.runs == [
+        Run(0, 9, RecordState.ACKNOWLEDGED, 1),
+        Run(10, 14, RecordState.AVAILABLE, 1),
+    ]
+    # Acknowledged while the write is under way: not part of it, so kept for the next.
+    ack(sp, A, 10, 11, AckType.ACCEPT)
+    sp.written(first)
+    second = sp.state_to_write()
+    assert (second.start_offset, second.delivery_complete_count) == (10, 2)
+    assert second.runs == [
+        Run(10, 11, RecordState.ACKNOWLEDGED, 1),
+        Run(12, 14, RecordState.AVAILABLE, 1),
+    ]
+    sp.written(second)
+    assert sp.state_to_write().start_offset == 12
+    # A state loaded from such a write is done up to where it says.
+    loaded = SharePartition(0, first.runs, max_delivery=5, max_in_flight=2000)
+    assert (loaded.start_offset, loaded.state_to_write().start_offset) == (10, 10)
+
+
 def test_move_start_drops_what_the_log_no_longer_has() -> None:
     sp = partition()
     sp.acquire(A, log((0, 9)), 500, BATCH, 0, LOCK)
