@@ -27,6 +27,7 @@ import collections
 import contextvars
 import logging
 import os
+import select
 import socket
 import struct
 import time
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from kbroker.log.file_region import FileRegion
 from kbroker.security.listener_security import ANONYMOUS, PLAINTEXT_LISTENER, ListenerSecurity
 from kbroker.server.authentication import ChannelAuthenticator, Outcome
+from kbroker.server.fair_share import Verdict
 from kbroker.server.memory_pool import MemoryPool
 from wire.errors import DecodeError
 from wire.frame import (
@@ -129,6 +131,37 @@ class ConnectionLimits:
     request_read_seconds: float | None = 30.0
 
 
+class _RequestBudget:
+    """One connection's frame decoder's MemoryBudget: the shared pool, where a growth step
+    of a partial request must also pass the fair-share rule (fair_share.py)."""
+
+    __slots__ = ("pool", "owner", "address", "decoder", "verdict")
+
+    def __init__(self, pool: MemoryPool, owner: object) -> None:
+        self.pool = pool
+        self.owner = owner
+        self.address = "?"
+        self.decoder: FrameDecoder | None = None
+        self.verdict = Verdict.GRANTED
+
+    def try_reserve(self, nbytes: int) -> bool:
+        assert self.decoder is not None
+        pool = self.pool
+        self.verdict = pool.fair_share.decide(
+            self.owner, self.address, self.decoder.partial_size, nbytes, pool.used
+        )
+        if self.verdict is not Verdict.GRANTED:
+            return False
+        pool.force_reserve(nbytes)
+        return True
+
+    def force_reserve(self, nbytes: int) -> None:
+        self.pool.force_reserve(nbytes)
+
+    def release(self, nbytes: int) -> None:
+        self.pool.release(nbytes)
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(
         self,
@@ -154,7 +187,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._limits = limits
         self._on_close = on_close
         self._pool = pool if pool is not None else MemoryPool(None)
-        self._decoder = FrameDecoder(limits.max_frame_bytes, self._pool, shared_staging)
+        self._budget = _RequestBudget(self._pool, self)
+        self._decoder = FrameDecoder(limits.max_frame_bytes, self._budget, shared_staging)
+        self._budget.decoder = self._decoder
+        # The bytes of a partial large request this connection holds by the fair-share rule.
+        self._share_held = 0
         self._frames: collections.deque[memoryview] = collections.deque()
         self._queued_bytes = 0
         # Reading stops while the queue is full or the memory pool is spent; it resumes when
@@ -176,6 +213,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         # The plaintext socket's descriptor, for sendfile without asyncio (-1: none).
         self._socket_fd = -1
+        # The socket's descriptor whatever the security, to see a client hang up while its
+        # socket is not read (-1: none).
+        self._poll_fd = -1
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self.peer = "?"
@@ -196,9 +236,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._client_host = f"/{peer[0]}" if peer else "/"
         self._client_port = int(peer[1]) if peer else 0
+        self._budget.address = str(peer[0]) if peer else "?"
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._poll_fd = sock.fileno()
         security = self._security
         if sock is not None and security.tls is None:
             self._socket_fd = sock.fileno()
@@ -250,23 +292,47 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 or self._queued_bytes >= self._limits.max_queued_bytes
             ):
                 self._queue_full = True
-        # Back-pressure: a request buffer the pool would not grow, or complete requests that
-        # took the pool past its capacity, stop this socket until memory is released.
+        self._account_share()
+        # Back-pressure: a request buffer the pool (or the fair-share rule) would not grow,
+        # or complete requests that took the pool past its capacity, stop this socket until
+        # memory is released.
         if (decoder.starved or (frames and self._pool.exhausted)) and not self._waiting_for_memory:
             self._waiting_for_memory = True
-            self._pool.wait(self._memory_released)
+            self._wait_for_memory()
         self._update_reading()
 
-    def _memory_released(self) -> bool:
+    def _account_share(self) -> None:
+        """Tell the fair-share rule what this connection's partial large request holds now."""
+        decoder = self._decoder
+        pool = self._pool
+        held = 0
+        if decoder.partial_size > pool.fair_share.small_request_bytes:
+            held = decoder.partial_reserved
+        if held == self._share_held:
+            return
+        gave_back = held < self._share_held
+        self._share_held = held
+        pool.fair_share.hold(self, self._budget.address, held)
+        if gave_back:
+            pool.share_released()
+
+    def _wait_for_memory(self) -> None:
+        if self._decoder.starved and self._budget.verdict is Verdict.OVER_SHARE:
+            self._pool.wait_for_share(self._memory_released)
+        else:
+            self._pool.wait(self._memory_released)
+
+    def _memory_released(self) -> None:
         """Pool waiter: resume reading once the decoder has the memory it waits for."""
         if self._closing:
             self._waiting_for_memory = False
-            return True
+            return
         if not self._decoder.retry_grow():
-            return False
+            self._wait_for_memory()
+            return
+        self._account_share()
         self._waiting_for_memory = False
         self._update_reading()
-        return True
 
     def _update_reading(self) -> None:
         pause = self._queue_full or self._waiting_for_memory or self._muted
@@ -292,12 +358,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing = True
         # The descriptor is closed now and may be reused by another connection's socket.
         self._socket_fd = -1
+        self._poll_fd = -1
         self._writable.set()
         self._frame_arrived.set()
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
         self._release_queued()
         self._decoder.close()
+        self._account_share()
         self._pool.release(self._write_charge)
         self._write_charge = 0
         self._on_close(self)
@@ -333,6 +401,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def expired(self, now: float) -> str | None:
         """Why the connection should be closed by the timeouts, or None."""
         limits = self._limits
+        if self._reading_paused and self._hung_up():
+            return "closed by the client while not read"
         since = self._partial_since
         if (
             since is not None
@@ -352,6 +422,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         ):
             return f"idle for more than {limits.idle_seconds:g} s"
         return None
+
+    def _hung_up(self) -> bool:
+        """Whether the client closed or reset its end: a socket we stopped reading shows no
+        end of stream until the bytes before it are read, and a client that announced a
+        large request, sent part of it and left would keep its memory for ever. Linux's
+        POLLRDHUP tells without reading."""
+        if self._poll_fd < 0:
+            return False
+        poller = select.poll()
+        poller.register(self._poll_fd, select.POLLRDHUP)
+        return bool(poller.poll(0))
 
     def abort(self) -> None:
         self._closing = True

@@ -188,3 +188,39 @@ async def test_partial_request_is_closed_as_idle_without_a_read_timeout(
     stalled.writer.write(padded_api_versions(1, 50_000)[:1000])
     assert await stalled.closed_by_peer(timeout=5)
     await stalled.close()
+
+
+async def test_well_behaved_client_is_served_while_partial_large_requests_hold_their_shares(
+    start_broker: StartBroker,
+) -> None:
+    """Issue 29: connections that announce large requests and send part of them can take
+    only their shares of the pool outside the reserve; a client's ordinary requests still
+    arrive and are answered."""
+    mb = 1024 * 1024
+    broker = await start_broker(
+        socket_request_max_bytes=str(20 * mb), queued_max_request_bytes=str(20 * mb)
+    )
+    pool = broker.server.pool
+    hogs = [await RawClient.connect(broker.port) for _ in range(12)]
+    for hog in hogs:
+        # 12 x 2 MB sent of 20 MB announced: more than the whole pool.
+        hog.writer.write(padded_api_versions(1, 20 * mb - 100)[: 2 * mb])
+    await wait_until(lambda: pool.waiting >= len(hogs) - 2, timeout=30)
+    assert pool.fair_share.large_held <= 15 * mb
+    client = await RawClient.connect(broker.port)
+    for correlation_id in (7, 8):
+        client.writer.write(padded_api_versions(correlation_id, 900_000))
+        size = struct.unpack(">i", await asyncio.wait_for(client.reader.readexactly(4), 10))[0]
+        answer = await client.reader.readexactly(size)
+        assert struct.unpack(">i", answer[:4])[0] == correlation_id
+    await assert_serving(broker)
+    await client.close()
+    # The hogs reset their connections with most of their bytes unsent (a plain close
+    # would queue the FIN behind them): their memory comes back although the broker is
+    # not reading their sockets.
+    for hog in hogs:
+        sock = hog.writer.transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        hog.writer.transport.abort()
+    await wait_until(lambda: pool.fair_share.holders == 0)
+    await wait_until(lambda: pool.used == 0)
