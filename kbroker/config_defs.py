@@ -3,7 +3,7 @@
 Two tables, both keyed by Kafka's own property names:
 
 - ``BROKER_DEFS``: broker properties (what a stock Kafka ``server.properties`` may contain,
-  plus ``metrics.port`` and ``request.read.timeout.ms`` which are ours).
+  plus ``metrics.port`` and the ``request.read.*`` settings, which are ours).
 - ``TOPIC_DEFS``: topic-level configs (CreateTopics / AlterConfigs), each naming the broker
   properties that supply its default, in Kafka's priority order (e.g. ``retention.ms`` comes
   from ``log.retention.ms``, then ``log.retention.minutes``, then ``log.retention.hours``).
@@ -297,6 +297,12 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     # Ours: how long a request may take to arrive once its first byte has (30 s, the clients'
     # default request.timeout.ms: a client waiting longer has given up on it anyway); -1: none.
     ConfigDef("request.read.timeout.ms", LONG, "30000", min=-1),
+    # Ours: a partial request gaining fewer bytes a second than this over the last
+    # request.read.min.rate.window.ms of being read is dropped (server/request_progress.py);
+    # 0 or -1: no minimum. The window is long enough for a few TCP retransmission timeouts
+    # (1 s, 2 s, 4 s) of a client on a lossy link.
+    ConfigDef("request.read.min.bytes.per.second", LONG, "1024", min=-1),
+    ConfigDef("request.read.min.rate.window.ms", LONG, "10000", min=1),
     # Log basics.
     ConfigDef("log.dirs", LIST, None),
     ConfigDef("log.dir", LIST, "/tmp/kafka-logs"),

@@ -39,6 +39,7 @@ from kbroker.security.listener_security import ANONYMOUS, PLAINTEXT_LISTENER, Li
 from kbroker.server.authentication import ChannelAuthenticator, Outcome
 from kbroker.server.fair_share import Verdict
 from kbroker.server.memory_pool import MemoryPool
+from kbroker.server.request_progress import ProgressMeter
 from wire.errors import DecodeError
 from wire.frame import (
     FrameDecoder,
@@ -112,6 +113,14 @@ def _log_refusal(key: str, message: str) -> None:
     log.info(message)
 
 
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    """Why the sweep closes a connection: a short name (a metric label) and the log text."""
+
+    kind: str
+    reason: str
+
+
 class CloseConnection(Exception):
     """Raised by a handler when the protocol says to drop the connection."""
 
@@ -122,13 +131,17 @@ class ConnectionLimits:
     a connection with no request in progress and no bytes read or written for that long is
     closed. ``request_read_seconds`` (request.read.timeout.ms) bounds how long a request may
     take to arrive once its first byte did, so a client trickling a frame cannot hold its
-    buffer for ever."""
+    buffer for ever; ``min_read_bytes_per_second`` (request.read.min.bytes.per.second) drops
+    it sooner when it arrives slower than that over ``read_rate_window_seconds``
+    (request.read.min.rate.window.ms) of reading (request_progress.py)."""
 
     max_frame_bytes: int
     max_queued_frames: int = 64
     max_queued_bytes: int = 100 * 1024 * 1024
     idle_seconds: float | None = 600.0
     request_read_seconds: float | None = 30.0
+    min_read_bytes_per_second: float | None = None
+    read_rate_window_seconds: float = 10.0
 
 
 class _RequestBudget:
@@ -207,6 +220,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # For the idle and request-read timeouts (time.monotonic()).
         self.last_activity = time.monotonic()
         self._partial_since: float | None = None
+        self._progress = (
+            ProgressMeter(limits.min_read_bytes_per_second, limits.read_rate_window_seconds)
+            if limits.min_read_bytes_per_second is not None
+            else None
+        )
         self._frame_arrived = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
@@ -283,6 +301,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         else:
             self._partial_since = None
         if frames:
+            if self._progress is not None:
+                self._progress.restart()
             for frame in frames:
                 self._frames.append(frame)
                 self._queued_bytes += len(frame)
@@ -398,11 +418,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queued_bytes = 0
         self._handling_bytes = 0
 
-    def expired(self, now: float) -> str | None:
+    def expired(self, now: float) -> Expiry | None:
         """Why the connection should be closed by the timeouts, or None."""
         limits = self._limits
         if self._reading_paused and self._hung_up():
-            return "closed by the client while not read"
+            return Expiry("hung_up", "closed by the client while not read")
+        progress = self._progress
+        if progress is not None and progress.too_slow(
+            now, self._decoder.buffered(), not self._reading_paused
+        ):
+            return Expiry(
+                "slow_request",
+                f"request arriving at less than {limits.min_read_bytes_per_second:g} bytes/s "
+                f"(request.read.min.bytes.per.second)",
+            )
         since = self._partial_since
         if (
             since is not None
@@ -410,7 +439,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             and not self._reading_paused
         ):
             if now - since > limits.request_read_seconds:
-                return f"request incomplete after {limits.request_read_seconds:g} s"
+                return Expiry(
+                    "read_timeout", f"request incomplete after {limits.request_read_seconds:g} s"
+                )
         # Idle: nothing read or written for that long and no request being handled; a
         # partial request counts as idle too (Kafka's rule), unless we stopped reading it.
         if (
@@ -420,7 +451,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             and not self._handling_bytes
             and not self._reading_paused
         ):
-            return f"idle for more than {limits.idle_seconds:g} s"
+            return Expiry("idle", f"idle for more than {limits.idle_seconds:g} s")
         return None
 
     def _hung_up(self) -> bool:

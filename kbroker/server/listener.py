@@ -116,6 +116,8 @@ class KafkaServer:
         # Set whenever a connection closes: an acceptor waiting for a free slot retries.
         self._slot_freed = asyncio.Event()
         self._burst_log = BurstLog()
+        # Connections the sweep closed, by kind (connection.Expiry), for the metrics.
+        self.closed_by_sweep: collections.Counter[str] = collections.Counter()
         # One staging area for every connection's reads (wire.frame.FrameDecoder): all run on
         # this event loop, so an idle connection holds no receive buffer of its own.
         self._staging = FrameDecoder.new_staging()
@@ -293,14 +295,21 @@ class KafkaServer:
         """Close the connections the timeouts have expired; returns how many."""
         reasons: dict[str, list[str]] = {}
         for connection in list(self._connections):
-            reason = connection.expired(now)
-            if reason is not None:
-                reasons.setdefault(reason, []).append(connection.peer)
+            expiry = connection.expired(now)
+            if expiry is not None:
+                reasons.setdefault(expiry.reason, []).append(connection.peer)
+                self.closed_by_sweep[expiry.kind] += 1
                 connection.abort()
-        # One line per reason and sweep, not one per connection: a flood of stalled clients
-        # must not flood the log too.
+        # One line per reason and burst, not one per connection or sweep: a flood of stalled
+        # clients must not flood the log too.
         for reason, peers in reasons.items():
-            log.info("closed %d connection(s) (%s): %s", len(peers), reason, ", ".join(peers[:5]))
+            self._burst_log.log(
+                f"sweep:{reason}",
+                "closed %d connection(s) (%s): %s",
+                len(peers),
+                reason,
+                ", ".join(peers[:5]),
+            )
         return sum(len(peers) for peers in reasons.values())
 
     async def close(self, grace_seconds: float = 5.0) -> None:

@@ -224,3 +224,34 @@ async def test_well_behaved_client_is_served_while_partial_large_requests_hold_t
         hog.writer.transport.abort()
     await wait_until(lambda: pool.fair_share.holders == 0)
     await wait_until(lambda: pool.used == 0)
+
+
+async def test_a_request_trickling_below_the_minimum_rate_is_dropped(
+    start_broker: StartBroker,
+) -> None:
+    from kbroker.metrics import BrokerMetrics
+
+    broker = await start_broker(
+        request_read_min_bytes_per_second="1000", request_read_min_rate_window_ms="1500"
+    )
+    trickler = await RawClient.connect(broker.port)
+    steady = await RawClient.connect(broker.port)
+    frame = padded_api_versions(1, 20_000)
+    started = time.monotonic()
+    sent = 0
+    # A byte every 50 ms (20 bytes/s) for the trickler; 2,000 bytes/s for the steady one,
+    # whose request must survive although it takes longer than the window.
+    while not trickler.reader.at_eof() and time.monotonic() - started < 10:
+        trickler.writer.write(frame[sent : sent + 1])
+        steady.writer.write(frame[sent * 100 : (sent + 1) * 100])
+        sent += 1
+        await asyncio.sleep(0.05)
+    assert await trickler.closed_by_peer(timeout=1)
+    assert time.monotonic() - started < 8
+    steady.writer.write(frame[sent * 100 :])
+    size = struct.unpack(">i", await asyncio.wait_for(steady.reader.readexactly(4), 10))[0]
+    assert struct.unpack(">i", (await steady.reader.readexactly(size))[:4])[0] == 1
+    text = BrokerMetrics(broker).render()
+    assert 'kbroker_connections_expired_total{reason="slow_request"} 1' in text
+    for client in (trickler, steady):
+        await client.close()
