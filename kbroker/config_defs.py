@@ -270,6 +270,12 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("sasl.mechanism.inter.broker.protocol", STR, "GSSAPI"),
     ConfigDef("sasl.jaas.config", PASSWORD, None),
     ConfigDef("sasl.server.max.receive.size", INT, "524288", min=1),
+    # Ours (issue 29): how long a SASL listener's client may take to authenticate, counted
+    # from the accepted connection (Kafka leaves it to connections.max.idle.ms, 10 minutes),
+    # and how many of a listener's connections may be authenticating at once (TLS handshake
+    # included); at the limit the listener stops accepting until one authenticates or goes.
+    ConfigDef("sasl.server.authentication.timeout.ms", LONG, "10000", min=1),
+    ConfigDef("sasl.server.max.connections.in.authentication", INT, "1000", min=1),
     ConfigDef("connections.max.reauth.ms", LONG, "0", min=0),
     ConfigDef("connection.failed.authentication.delay.ms", INT, "100", min=0),
     # Accepted (Kafka lets them change at run time), without effect: kbroker has no

@@ -357,6 +357,13 @@ class BrokerMetrics:
         )
         for kind, count in sorted(server.closed_by_sweep.items()):
             out.sample("kbroker_connections_expired_total", (("reason", kind),), count)
+        out.family(
+            "kbroker_connections_authenticating",
+            "gauge",
+            "Connections of a SASL listener accepted and not authenticated yet.",
+        )
+        for listener, count in sorted(server.in_authentication.items()):
+            out.sample("kbroker_connections_authenticating", (("listener", listener),), count)
         out.family("kbroker_connections", "gauge", "Open client connections, by listener.")
         for listener, count in sorted(server.quotas.by_listener.items()):
             out.sample("kbroker_connections", (("listener", listener),), count)

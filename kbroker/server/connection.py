@@ -148,7 +148,7 @@ class _RequestBudget:
     """One connection's frame decoder's MemoryBudget: the shared pool, where a growth step
     of a partial request must also pass the fair-share rule (fair_share.py)."""
 
-    __slots__ = ("pool", "owner", "address", "decoder", "verdict")
+    __slots__ = ("pool", "owner", "address", "decoder", "verdict", "trusted")
 
     def __init__(self, pool: MemoryPool, owner: object) -> None:
         self.pool = pool
@@ -156,12 +156,14 @@ class _RequestBudget:
         self.address = "?"
         self.decoder: FrameDecoder | None = None
         self.verdict = Verdict.GRANTED
+        # False while a SASL listener's client has not authenticated.
+        self.trusted = True
 
     def try_reserve(self, nbytes: int) -> bool:
         assert self.decoder is not None
         pool = self.pool
         self.verdict = pool.fair_share.decide(
-            self.owner, self.address, self.decoder.partial_size, nbytes, pool.used
+            self.owner, self.address, self.decoder.partial_size, nbytes, pool.used, self.trusted
         )
         if self.verdict is not Verdict.GRANTED:
             return False
@@ -188,8 +190,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         shared_staging: bytearray | None = None,
         security: ListenerSecurity = PLAINTEXT_LISTENER,
         report: Callable[[str, str], None] | None = None,
+        authenticated: Callable[[], None] | None = None,
     ) -> None:
         self._handle = handle
+        # Called once the SASL client has authenticated (it leaves the listener's count of
+        # connections in authentication).
+        self._authenticated = authenticated
         self._security = security
         # Logs a refused client once per burst (listener.BurstLog): key, message.
         self._report = report if report is not None else _log_refusal
@@ -218,7 +224,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._handling_bytes = 0
         self._write_charge = 0
         # For the idle and request-read timeouts (time.monotonic()).
-        self.last_activity = time.monotonic()
+        self.last_activity = self._accepted_at = time.monotonic()
         self._partial_since: float | None = None
         self._progress = (
             ProgressMeter(limits.min_read_bytes_per_second, limits.read_rate_window_seconds)
@@ -275,6 +281,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if security.sasl is not None:
             self._authenticator = ChannelAuthenticator(security.sasl, self._limits.max_frame_bytes)
             self._decoder.max_frame_size = self._authenticator.frame_limit
+            self._budget.trusted = False
         self._worker = asyncio.get_running_loop().create_task(self._serve())
 
     def _refuse(self, reason: str) -> None:
@@ -326,7 +333,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         decoder = self._decoder
         pool = self._pool
         held = 0
-        if decoder.partial_size > pool.fair_share.small_request_bytes:
+        if decoder.partial_size and pool.fair_share.is_large(
+            decoder.partial_size, self._budget.trusted
+        ):
             held = decoder.partial_reserved
         if held == self._share_held:
             return
@@ -423,6 +432,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         limits = self._limits
         if self._reading_paused and self._hung_up():
             return Expiry("hung_up", "closed by the client while not read")
+        sasl = self._security.sasl
+        if (
+            sasl is not None
+            and not self._budget.trusted
+            and now - self._accepted_at > sasl.authentication_timeout_ms / 1000
+        ):
+            return Expiry(
+                "authentication_timeout",
+                f"not authenticated after {sasl.authentication_timeout_ms / 1000:g} s "
+                f"(sasl.server.authentication.timeout.ms)",
+            )
         progress = self._progress
         if progress is not None and progress.too_slow(
             now, self._decoder.buffered(), not self._reading_paused
@@ -599,6 +619,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if gate.principal is not None and gate.principal != self._principal:
             self._principal = gate.principal
             PRINCIPAL.set(gate.principal)
+        if gate.principal is not None and not self._budget.trusted:
+            self._budget.trusted = True
+            if self._authenticated is not None:
+                self._authenticated()
         self._decoder.max_frame_size = gate.frame_limit
         return True
 

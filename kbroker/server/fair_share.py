@@ -6,7 +6,8 @@ connections that each announce a 100 MB request and send part of it take all of 
 no one else's request can arrive until they leave (issue 29). The rule:
 
 - A request announcing at most ``small_request_bytes`` (the common case: metadata,
-  fetches, produce batches) only needs room in the pool.
+  fetches, produce batches) only needs room in the pool, unless its connection has not
+  authenticated yet (on a SASL listener): anyone can send those, so they count as large.
 - A larger request, while it has not fully arrived, takes from the part of the pool
   outside a reserve (``reserve_fraction`` of it), so partial large requests can never
   take the memory the small ones need; within that part each address holding partial
@@ -53,17 +54,28 @@ class FairShare:
         self._by_address: collections.Counter[str] = collections.Counter()
         self._connections_by_address: collections.Counter[str] = collections.Counter()
 
+    def is_large(self, announced: int, trusted: bool = True) -> bool:
+        """Whether a partial request of ``announced`` bytes takes from the shared part."""
+        return announced > self.small_request_bytes or not trusted
+
     def decide(
-        self, connection: Hashable, address: str, announced: int, extra: int, pool_used: int
+        self,
+        connection: Hashable,
+        address: str,
+        announced: int,
+        extra: int,
+        pool_used: int,
+        trusted: bool = True,
     ) -> Verdict:
         """May ``connection`` (from ``address``), whose request announces ``announced``
-        bytes, reserve ``extra`` more now that the pool has ``pool_used`` in use?"""
+        bytes, reserve ``extra`` more now that the pool has ``pool_used`` in use? An
+        untrusted connection is one that has not authenticated yet."""
         capacity = self.capacity
         if capacity is None:
             return Verdict.GRANTED
         if pool_used + extra > capacity:
             return Verdict.POOL_FULL
-        if announced <= self.small_request_bytes:
+        if not self.is_large(announced, trusted):
             return Verdict.GRANTED
         assert self.large_budget is not None
         if self.large_held + extra > self.large_budget:

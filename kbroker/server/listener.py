@@ -25,6 +25,7 @@ import logging
 import socket
 import ssl
 import time
+from collections.abc import Callable
 
 from kbroker.security.listener_security import PLAINTEXT_LISTENER, ListenerSecurity
 from kbroker.server.connection import (
@@ -116,6 +117,8 @@ class KafkaServer:
         # Set whenever a connection closes: an acceptor waiting for a free slot retries.
         self._slot_freed = asyncio.Event()
         self._burst_log = BurstLog()
+        # A SASL listener's connections accepted and not authenticated yet, by listener.
+        self.in_authentication: collections.Counter[str] = collections.Counter()
         # Connections the sweep closed, by kind (connection.Expiry), for the metrics.
         self.closed_by_sweep: collections.Counter[str] = collections.Counter()
         # One staging area for every connection's reads (wire.frame.FrameDecoder): all run on
@@ -125,12 +128,37 @@ class KafkaServer:
         # config change, KIP-226) applies to the connections accepted after it.
         self._security: dict[str, ListenerSecurity] = {}
 
+    def _authentication_ticket(self, listener: str) -> Callable[[], None]:
+        """Count a SASL listener's connection as authenticating; the function returned
+        (idempotent) takes it off the count when it authenticates or goes."""
+        self.in_authentication[listener] += 1
+        counted = True
+
+        def leave() -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                self.in_authentication[listener] -= 1
+                self._slot_freed.set()
+
+        return leave
+
+    def _authentication_room(self, listener: str) -> bool:
+        sasl = self._security[listener].sasl
+        return sasl is None or self.in_authentication[listener] < sasl.max_in_authentication
+
     def _new_connection(
-        self, listener_name: str | None, ip: str, security: ListenerSecurity
+        self,
+        listener_name: str | None,
+        ip: str,
+        security: ListenerSecurity,
+        authenticated: Callable[[], None] | None,
     ) -> KafkaConnection:
         def closed(connection: KafkaConnection) -> None:
             self._connections.discard(connection)
             self.quotas.close(listener_name or "", ip)
+            if authenticated is not None:
+                authenticated()
             self._slot_freed.set()
 
         connection = KafkaConnection(
@@ -143,6 +171,7 @@ class KafkaServer:
             shared_staging=self._staging,
             security=security,
             report=self._burst_log.log,
+            authenticated=authenticated,
         )
         self._connections.add(connection)
         return connection
@@ -196,6 +225,19 @@ class KafkaServer:
                 while not quotas.slot_available(listener):
                     self._slot_freed.clear()
                     await self._slot_freed.wait()
+            if not self._authentication_room(listener):
+                self._burst_log.log(
+                    f"authenticating:{listener}",
+                    "listener %s has %d connections authenticating "
+                    "(sasl.server.max.connections.in.authentication): not accepting until one "
+                    "authenticates or closes",
+                    listener or "unnamed",
+                    self.in_authentication[listener],
+                )
+                while not self._authentication_room(listener):
+                    self._slot_freed.clear()
+                    await self._slot_freed.wait()
+                continue
             delay = quotas.creation_delay(listener, time.monotonic())
             if delay > 0:
                 self._burst_log.log(
@@ -236,10 +278,13 @@ class KafkaServer:
                 conn.close()
                 continue
             security = self._security[listener]
+            ticket = self._authentication_ticket(listener) if security.sasl is not None else None
             if security.tls is None:
-                await self._start_connection(conn, ip, listener_name, security)
+                await self._start_connection(conn, ip, listener_name, security, ticket)
                 continue
-            task = loop.create_task(self._start_connection(conn, ip, listener_name, security))
+            task = loop.create_task(
+                self._start_connection(conn, ip, listener_name, security, ticket)
+            )
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
 
@@ -249,12 +294,13 @@ class KafkaServer:
         ip: str,
         listener_name: str | None,
         security: ListenerSecurity,
+        authentication_ticket: Callable[[], None] | None,
     ) -> None:
         loop = asyncio.get_running_loop()
         made: list[KafkaConnection] = []
 
         def protocol() -> KafkaConnection:
-            made.append(self._new_connection(listener_name, ip, security))
+            made.append(self._new_connection(listener_name, ip, security, authentication_ticket))
             return made[0]
 
         try:
@@ -283,6 +329,8 @@ class KafkaServer:
                 # The TLS layer made the protocol but never connected it.
                 self._connections.discard(made[0])
             self.quotas.close(listener_name or "", ip)
+            if authentication_ticket is not None:
+                authentication_ticket()
             self._slot_freed.set()
             conn.close()
 

@@ -69,3 +69,12 @@ def test_holdings_given_back_free_the_share() -> None:
 def test_an_unbounded_pool_grants_everything() -> None:
     share = FairShare(None, small_request_bytes=MB)
     assert share.decide("a", "10.0.0.1", 100 * MB, 100 * MB, pool_used=10**12) is Verdict.GRANTED
+
+
+def test_requests_of_unauthenticated_connections_count_as_large() -> None:
+    share = FairShare(100 * MB, small_request_bytes=MB, reserve_fraction=0.25)
+    share.hold("stranger", "10.0.0.1", 75 * MB)
+    assert share.decide("other", "10.0.0.2", MB // 2, MB // 2, 75 * MB, trusted=False) is (
+        Verdict.OVER_SHARE
+    )
+    assert share.decide("other", "10.0.0.2", MB // 2, MB // 2, 75 * MB) is Verdict.GRANTED
