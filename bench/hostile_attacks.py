@@ -14,7 +14,9 @@ returns what it saw: connections opened, closed by the broker, responses read.
 - ``pipeline``: 40 connections each writing Fetch requests (max_wait_ms 0, 1 MB of a topic
   with data) as fast as the socket takes them, never reading an answer.
 
-A connection the broker closes is opened again after half a second.
+A connection the broker closes is opened again after half a second. The attackers connect
+from their own address (``Target.source``, 127.0.0.2 by default: all of 127/8 is loopback),
+as attackers on another host would; the well-behaved clients come from 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class Target:
     tls: bool
     # A topic with data, for the pipelined fetches.
     topic: str
+    # The address the attackers connect from.
+    source: str = "127.0.0.2"
 
 
 Stats = collections.Counter[str]
@@ -72,7 +76,8 @@ async def _connect(
     target: Target, tls: ssl.SSLContext | None
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     return await asyncio.wait_for(
-        asyncio.open_connection(target.host, target.port, ssl=tls), timeout=10
+        asyncio.open_connection(target.host, target.port, ssl=tls, local_addr=(target.source, 0)),
+        timeout=10,
     )
 
 

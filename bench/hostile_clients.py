@@ -538,7 +538,7 @@ def fairness_row(
 ) -> dict[str, Any]:
     settings = broker.client_settings(listener)
     port = broker.ports["PLAINTEXT" if listener == "plaintext" else "SASL_SSL"]
-    target = Target("127.0.0.1", port, listener != "plaintext", bait)
+    target = Target("127.0.0.1", port, listener != "plaintext", bait, args.attacker_address)
     results: multiprocessing.Queue[dict[str, int]] = multiprocessing.Queue()
     attacker = multiprocessing.Process(
         target=run_attack, args=(attack, target, args.seconds + 8, results)
@@ -628,6 +628,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--listeners", default="plaintext,sasl_ssl")
     parser.add_argument("--attacks", default=",".join(ATTACKS))
     parser.add_argument("--rate", type=int, default=5000, help="records/s of the good producer")
+    parser.add_argument(
+        "--attacker-address", default="127.0.0.2", help="where the attackers connect from"
+    )
     args = parser.parse_args(argv)
     if args.fairness:
         fairness(args)
