@@ -40,6 +40,7 @@ from kbroker.server.authentication import ChannelAuthenticator, Outcome
 from kbroker.server.fair_share import Verdict
 from kbroker.server.memory_pool import MemoryPool
 from kbroker.server.request_progress import ProgressMeter
+from kbroker.server.turns import StartGate
 from wire.errors import DecodeError
 from wire.frame import (
     FrameDecoder,
@@ -191,8 +192,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         security: ListenerSecurity = PLAINTEXT_LISTENER,
         report: Callable[[str, str], None] | None = None,
         authenticated: Callable[[], None] | None = None,
+        gate: StartGate | None = None,
     ) -> None:
         self._handle = handle
+        # Requests of one address take turns with other addresses' (turns.py).
+        self._gate = gate
         # Called once the SASL client has authenticated (it leaves the listener's count of
         # connections in authentication).
         self._authenticated = authenticated
@@ -544,6 +548,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _serve_one(self, frame: memoryview) -> bool:
         """Handle one request; False means the connection must be closed."""
+        if self._gate is not None:
+            await self._gate.enter(self._budget.address)
         gate = self._authenticator
         if gate is not None and gate.expects_raw_token:
             return await self._gated(gate.raw_token(bytes(frame), time.monotonic()), None)

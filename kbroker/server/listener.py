@@ -36,6 +36,7 @@ from kbroker.server.connection import (
 )
 from kbroker.server.connection_quotas import ConnectionLimitsConfig, ConnectionQuotas
 from kbroker.server.memory_pool import MemoryPool
+from kbroker.server.turns import StartGate
 from wire.frame import FrameDecoder
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,10 @@ BACKLOG = 1024
 INT32_MAX = 2**31 - 1
 UNLIMITED = ConnectionLimitsConfig(INT32_MAX, INT32_MAX, INT32_MAX)
 TLS_HANDSHAKE_SECONDS = 10.0
+# At most this many requests of one client address start being handled in one turn of the
+# event loop (turns.py): enough for a host's few clients to pipeline, few enough that a
+# turn of a flooding address takes milliseconds.
+REQUESTS_PER_ADDRESS_PER_TURN = 8
 
 
 class BurstLog:
@@ -117,6 +122,7 @@ class KafkaServer:
         # Set whenever a connection closes: an acceptor waiting for a free slot retries.
         self._slot_freed = asyncio.Event()
         self._burst_log = BurstLog()
+        self.gate = StartGate(REQUESTS_PER_ADDRESS_PER_TURN)
         # A SASL listener's connections accepted and not authenticated yet, by listener.
         self.in_authentication: collections.Counter[str] = collections.Counter()
         # Connections the sweep closed, by kind (connection.Expiry), for the metrics.
@@ -172,6 +178,7 @@ class KafkaServer:
             security=security,
             report=self._burst_log.log,
             authenticated=authenticated,
+            gate=self.gate,
         )
         self._connections.add(connection)
         return connection

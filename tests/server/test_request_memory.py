@@ -255,3 +255,53 @@ async def test_a_request_trickling_below_the_minimum_rate_is_dropped(
     assert 'kbroker_connections_expired_total{reason="slow_request"} 1' in text
     for client in (trickler, steady):
         await client.close()
+
+
+async def test_a_flooding_address_does_not_hold_up_another_addresses_request(
+    start_broker: StartBroker,
+) -> None:
+    """Issue 29, item 2: 50 connections from 127.0.0.2 pipelining ApiVersions; a request
+    from 127.0.0.1 waits for a few turns of theirs, not for every queued request."""
+    from kbroker.server.connection import CLIENT_HOST
+
+    broker = await start_broker()
+    handled = {"/127.0.0.2": 0}
+    waited: list[int] = []
+    handle = broker.server._handle
+
+    async def counting(header: RequestHeader, body: object) -> object | None:
+        host = CLIENT_HOST.get()
+        if host == "/127.0.0.2":
+            handled[host] += 1
+        elif header.correlation_id == 99:
+            waited.append(handled["/127.0.0.2"] - sent_at[0])
+        return await handle(header, body)
+
+    broker.server._handle = counting
+    flood = b"".join(padded_api_versions(i, 0) for i in range(1000))
+    flooders = []
+    for _ in range(50):
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", broker.port, local_addr=("127.0.0.2", 0)
+        )
+        flooders.append(RawClient(reader, writer))
+
+    async def drain(client: RawClient) -> None:
+        while await client.reader.read(65536):
+            pass
+
+    readers = [asyncio.create_task(drain(f)) for f in flooders]
+    client = await RawClient.connect(broker.port)
+    for flooder in flooders:
+        flooder.writer.write(flood)
+    await wait_until(lambda: handled["/127.0.0.2"] > 2000)
+    sent_at = [handled["/127.0.0.2"]]
+    client.writer.write(padded_api_versions(99, 0))
+    size = struct.unpack(">i", await asyncio.wait_for(client.reader.readexactly(4), 30))[0]
+    await client.reader.readexactly(size)
+    assert handled["/127.0.0.2"] < 50 * 1000, "the flood was over before the client's turn"
+    assert waited and waited[0] < 500
+    for c in [client, *flooders]:
+        await c.close()
+    for task in readers:
+        task.cancel()
