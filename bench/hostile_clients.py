@@ -35,6 +35,7 @@ import asyncio
 import multiprocessing
 import os
 import random
+import shutil
 import socket
 import statistics
 import struct
@@ -615,6 +616,7 @@ def fairness(args: argparse.Namespace) -> None:
                     print(f"{name} {listener} {attack}: {row} kept {kept}", flush=True)
         finally:
             broker.stop()
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:
