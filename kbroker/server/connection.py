@@ -479,15 +479,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return None
 
     def _hung_up(self) -> bool:
-        """Whether the client closed or reset its end: a socket we stopped reading shows no
-        end of stream until the bytes before it are read, and a client that announced a
-        large request, sent part of it and left would keep its memory for ever. Linux's
-        POLLRDHUP tells without reading."""
+        """Whether the client reset or closed its end while a request of its can no longer
+        complete: a socket we stopped reading shows no end of stream until the bytes before
+        it are read, and a client that announced a large request, sent part of it and left
+        would keep its memory for ever. Linux's POLLRDHUP tells without reading. A client
+        that only shut down its sending side after whole requests still gets its answers."""
         if self._poll_fd < 0:
             return False
         poller = select.poll()
         poller.register(self._poll_fd, select.POLLRDHUP)
-        return bool(poller.poll(0))
+        events = poller.poll(0)
+        if not events:
+            return False
+        if events[0][1] & (select.POLLHUP | select.POLLERR):
+            return True
+        return self._decoder.buffered() > 0
 
     def abort(self) -> None:
         self._closing = True

@@ -305,3 +305,23 @@ async def test_a_flooding_address_does_not_hold_up_another_addresses_request(
         await c.close()
     for task in readers:
         task.cancel()
+
+
+async def test_a_client_that_shut_down_its_sending_side_still_gets_its_answers(
+    start_broker: StartBroker,
+) -> None:
+    """A client may send its requests, shut down writing and read the answers: the check
+    for clients gone while not read (POLLRDHUP) leaves it alone."""
+    broker = await start_broker()
+    sock = socket.create_connection(("127.0.0.1", broker.port))
+    sock.sendall(b"".join(padded_api_versions(i, 0) for i in range(1000)))
+    sock.shutdown(socket.SHUT_WR)
+    connections = broker.server._connections
+    await wait_until(lambda: any(c._reading_paused for c in connections))
+    assert broker.server.close_expired(time.monotonic()) == 0
+    sock.setblocking(False)
+    reader = RawClient(*await asyncio.open_connection(sock=sock))
+    for i in range(1000):
+        size = struct.unpack(">i", await asyncio.wait_for(reader.reader.readexactly(4), 10))[0]
+        assert struct.unpack(">i", (await reader.reader.readexactly(size))[:4])[0] == i
+    await reader.close()
