@@ -153,6 +153,8 @@ async def _slow(
 ) -> None:
     request = struct.pack(">i", 1_000_000) + b"\x00\x00\x00\x09" + bytes(100)
     for byte in request:
+        if time.monotonic() >= deadline:
+            return
         if reader.at_eof():
             raise ConnectionResetError("closed")
         writer.write(bytes([byte]))

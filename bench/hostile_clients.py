@@ -21,7 +21,8 @@ With --fairness (issue 29) it runs instead, on kbroker and Apache Kafka 4.3 in o
 (--listeners), the five attacks of bench/hostile_attacks.py one after the other: for each,
 the broker's largest RSS, and a well-behaved producer (--rate records a second, paced) and
 consumer: their throughput and the producer's p99 latency, alone and during the attack,
-with the load average beside each row. A broker that does not answer a minute after an
+with the load average beside each row. The brokers run side by side and the rows
+alternate between them. A broker that does not answer a minute after an
 attack is restarted (and said so).
 
 Run: .venv/bin/python bench/hostile_clients.py [--seconds 20]
@@ -588,33 +589,42 @@ def fairness_row(
 
 
 def fairness(args: argparse.Namespace) -> None:
+    """Every broker runs for the whole benchmark and the rows alternate between them (the
+    machine is shared: its load moves, and alternating spreads that over both)."""
     import tempfile
 
-    for name in args.brokers.split(","):
-        work = Path(tempfile.mkdtemp(prefix=f"fairness-{name}-"))
-        broker = FairnessBroker(name, work)
-        broker.start()
-        try:
-            bait = f"bait-{uuid.uuid4().hex[:6]}"
-            fill_topic(broker.client_settings("plaintext"), bait, 8)
-            for listener in args.listeners.split(","):
-                settings = broker.client_settings(listener)
+    brokers: list[tuple[FairnessBroker, Path, str]] = []
+    try:
+        for name in args.brokers.split(","):
+            work = Path(tempfile.mkdtemp(prefix=f"fairness-{name}-"))
+            broker = FairnessBroker(name, work)
+            brokers.append((broker, work, f"bait-{uuid.uuid4().hex[:6]}"))
+            broker.start()
+            fill_topic(broker.client_settings("plaintext"), brokers[-1][2], 8)
+        for listener in args.listeners.split(","):
+            alone: dict[str, dict[str, float]] = {}
+            for broker, _, _ in brokers:
                 load = os.getloadavg()[0]
-                alone = run_paced_clients(settings, args.seconds, args.rate)
+                alone[broker.name] = run_paced_clients(
+                    broker.client_settings(listener), args.seconds, args.rate
+                )
                 print(
-                    f"{name} {listener} alone: {alone} load1 {load:.2f}; RSS "
-                    f"{rss_mb(broker.process.pid):.0f} MB",  # type: ignore[arg-type]
+                    f"{broker.name} {listener} alone: {alone[broker.name]} load1 {load:.2f}; "
+                    f"RSS {rss_mb(broker.process.pid):.0f} MB",  # type: ignore[arg-type]
                     flush=True,
                 )
-                for attack in args.attacks.split(","):
+            for attack in args.attacks.split(","):
+                for broker, _, bait in brokers:
                     row = fairness_row(broker, listener, attack, args, bait)
+                    base = alone[broker.name]
                     kept = {
-                        key: f"{100 * row[key] / alone[key]:.0f} %"
+                        key: f"{100 * row[key] / base[key]:.0f} %"
                         for key in ("produced_per_s", "consumed_per_s")
-                        if key in row and alone.get(key)
+                        if key in row and base.get(key)
                     }
-                    print(f"{name} {listener} {attack}: {row} kept {kept}", flush=True)
-        finally:
+                    print(f"{broker.name} {listener} {attack}: {row} kept {kept}", flush=True)
+    finally:
+        for broker, work, _ in brokers:
             broker.stop()
             shutil.rmtree(work, ignore_errors=True)
 
