@@ -8,9 +8,12 @@ validation on versus off, in one run against one broker of its own.
   ``get_schema`` from its cache, as it does for every later record.
 - Produce: kcat (its records in C) writes records in the registry's framing (magic byte, schema
   id, payload) to two topics, one with ``confluent.value.schema.validation=true``; runs
-  alternate between the topics and the median of ``--repeat`` runs is kept.
+  alternate between the topics and the median of ``--repeat`` runs is kept, with the broker's
+  CPU time per record (user and system, all threads) of each run: under a shared machine's
+  load it varies less than the throughput does.
 
     .venv/bin/python bench/schema_registry.py [--records 2000000] [--record-size 100] [--repeat 3]
+        [--compression none|gzip|snappy|lz4|zstd]
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ import time
 import uuid
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from brokers import cpu_seconds  # noqa: E402
 from throughput import Settings, kcat_command, kcat_properties, own_broker  # noqa: E402
 
 from compat_tests.broker_process import free_port  # noqa: E402
@@ -79,7 +84,7 @@ def cached_lookups(url: str, schema_id: int, total: int) -> float:
     return total / (time.perf_counter() - start)
 
 
-def produce(bootstrap: str, topic: str, lines: Path, records: int) -> float:
+def produce(bootstrap: str, topic: str, lines: Path, records: int, compression: str) -> float:
     kcat, env = kcat_command()
     settings = Settings(
         bootstrap=bootstrap,
@@ -91,7 +96,7 @@ def produce(bootstrap: str, topic: str, lines: Path, records: int) -> float:
         acks="1",
         linger_ms=5,
         batch_size=1_000_000,
-        compression="none",
+        compression=compression,
     )
     cmd = [
         kcat,
@@ -113,11 +118,23 @@ def produce(bootstrap: str, topic: str, lines: Path, records: int) -> float:
     return records / elapsed
 
 
+def stored(bootstrap: str, topic: str) -> int:
+    """The records of the topic's one partition (its high watermark)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+    finally:
+        consumer.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--record-size", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"]
+    )
     parser.add_argument("--lookups", type=int, default=5_000)
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()
@@ -171,18 +188,38 @@ def main() -> None:
             lines = Path(tmp) / "records.txt"
             lines.write_bytes((value + b"\n") * args.records)
             runs: dict[str, list[float]] = {"off": [], "on": []}
+            cpu_us: dict[str, list[float]] = {"off": [], "on": []}
+            pid = broker.pid
+            if pid is None:
+                raise RuntimeError("the broker is not running")
             for _ in range(args.repeat):
-                runs["off"].append(produce(bootstrap, plain, lines, args.records))
-                runs["on"].append(produce(bootstrap, validated, lines, args.records))
+                for name, topic in (("off", plain), ("on", validated)):
+                    before = cpu_seconds(pid)
+                    runs[name].append(
+                        produce(bootstrap, topic, lines, args.records, args.compression)
+                    )
+                    cpu_us[name].append((cpu_seconds(pid) - before) / args.records * 1e6)
+        # A fast run of the validated topic must not be one whose records were refused.
+        sent = args.repeat * args.records
+        for topic in (plain, validated):
+            held = stored(bootstrap, topic)
+            if held != sent:
+                raise RuntimeError(f"{topic} holds {held} records, not the {sent} sent")
         off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
         figures["produce_msgs_per_s_validation_off"] = off
         figures["produce_msgs_per_s_validation_on"] = on
         figures["produce_on_over_off"] = on / off
+        cpu_off, cpu_on = statistics.median(cpu_us["off"]), statistics.median(cpu_us["on"])
+        figures["broker_cpu_us_per_record_validation_off"] = cpu_off
+        figures["broker_cpu_us_per_record_validation_on"] = cpu_on
+        figures["broker_cpu_off_over_on"] = cpu_off / cpu_on
         figures["runs"] = runs
+        figures["broker_cpu_us_per_record_runs"] = cpu_us
         figures["records"] = args.records
         figures["record_size"] = len(value)
+        figures["compression"] = args.compression
     for name, figure in figures.items():
-        print(f"{name}: {figure if isinstance(figure, (dict, int)) else f'{figure:,.2f}'}")
+        print(f"{name}: {figure if isinstance(figure, (dict, int, str)) else f'{figure:,.2f}'}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
 

@@ -53,7 +53,9 @@ from kbroker.handlers.metadata import TopicMetadataCache
 from kbroker.log.lifecycle import LifecycleSettings, StorageLifecycle
 from kbroker.log.log_config import LogConfig
 from kbroker.log.log_manager import LogManager
+from kbroker.loop_stalls import LoopStallMonitor
 from kbroker.metrics import BrokerMetrics, MetricsServer
+from kbroker.mirror.manager import MirrorManager
 from kbroker.partition import Partition
 from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.purgatory import Purgatory
@@ -220,6 +222,8 @@ class Broker:
         self._persister_client = SharePersisterClient(self)
         self.share_persister: SharePersister = self._persister_client
         self.features = DEFAULT_FINALIZED
+        # Mirror topics' fetchers on the partitions led here (kbroker/mirror/).
+        self.mirrors = MirrorManager(self)
         # The schema registry, with schema.registry.listeners (kbroker/schema_registry/).
         registry_listeners = parse_listeners(config)
         self.schema_registry = (
@@ -241,6 +245,7 @@ class Broker:
         self._reconfigurations: set[asyncio.Task[None]] = set()
         # The Prometheus endpoint, when metrics.port is set (kbroker/metrics.py).
         self.metrics_server: MetricsServer | None = None
+        self.loop_stalls = LoopStallMonitor(self.config.get("event.loop.stall.threshold.ms"))
         self._stopped = False
         # Set when the broker must stop by itself (every log directory failed); serve()
         # then shuts down as on SIGTERM and exits with EXIT_LOG_DIRS_FAILED.
@@ -312,6 +317,7 @@ class Broker:
 
     async def start(self) -> int:
         """Start serving on every listener; returns the port the first one is bound to."""
+        self.loop_stalls.start()
         self.logs.lock_dirs()
         await self.metadata.start()
         self._use_dynamic_configs()
@@ -332,6 +338,7 @@ class Broker:
             )
         self.port = self.ports[self.config.listeners[0].name]
         await self.replica_manager.start()
+        self.mirrors.start()
         if self.zk is not None:
             await self.zk.register(self.advertised_endpoints())
         if self.schema_registry is not None:
@@ -378,9 +385,11 @@ class Broker:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
+        await self.mirrors.stop()
         await self.replica_manager.stop()
         if self.storage is not None:
             await self.storage.stop()
+        self.loop_stalls.stop()
         self.logs.shutdown()
         await self.metadata.stop()
         log.info("shut down cleanly")

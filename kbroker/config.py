@@ -48,6 +48,12 @@ from kbroker.config_defs import (
     ConfigType,
     TopicConfigDef,
 )
+from kbroker.mirror.topic_configs import (
+    is_mirror_config,
+    validate_mirror_config,
+    validate_mirror_configs,
+)
+from kbroker.mirror.topic_configs import is_sensitive as is_mirror_secret
 from wire.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -618,6 +624,9 @@ def _topic_default(
 def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
     """Raise KafkaError(INVALID_CONFIG) naming the first unknown name or bad value."""
     for name, value in configs.items():
+        if is_mirror_config(name) and value is not None:
+            validate_mirror_config(name, value)
+            continue
         t = TOPIC_DEFS.get(name)
         if t is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
@@ -637,6 +646,7 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
                 ErrorCode.INVALID_CONFIG,
                 f"Invalid value {value!r} for topic config {name}: {unsupported}",
             )
+    validate_mirror_configs({n: v for n, v in configs.items() if v is not None})
 
 
 def effective_topic_config(
@@ -718,6 +728,24 @@ def describe_topic_configs(
                 sensitive=d.sensitive,
                 type=d.type,
                 synonyms=tuple(synonyms),
+            )
+        )
+    # A mirror topic's link (kbroker/mirror/topic_configs.py): listed only where set.
+    for name in sorted(n for n in overrides if is_mirror_config(n)):
+        sensitive = is_mirror_secret(name)
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=None if sensitive else overrides[name],
+                source=ConfigSource.TOPIC_CONFIG,
+                read_only=False,
+                sensitive=sensitive,
+                type=ConfigType.PASSWORD if sensitive else ConfigType.STRING,
+                synonyms=(
+                    ConfigSynonym(
+                        name, None if sensitive else overrides[name], ConfigSource.TOPIC_CONFIG
+                    ),
+                ),
             )
         )
     return entries

@@ -3,7 +3,9 @@
 Two tables, both keyed by Kafka's own property names:
 
 - ``BROKER_DEFS``: broker properties (what a stock Kafka ``server.properties`` may contain,
-  plus ``metrics.port`` and the ``request.read.*`` settings, which are ours).
+  plus ``metrics.port``, ``event.loop.stall.threshold.ms``, the ``request.read.*`` settings and
+  the ``sasl.server.authentication.timeout.ms`` and
+  ``sasl.server.max.connections.in.authentication`` limits, which are ours).
 - ``TOPIC_DEFS``: topic-level configs (CreateTopics / AlterConfigs), each naming the broker
   properties that supply its default, in Kafka's priority order (e.g. ``retention.ms`` comes
   from ``log.retention.ms``, then ``log.retention.minutes``, then ``log.retention.hours``).
@@ -309,6 +311,9 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     # (1 s, 2 s, 4 s) of a client on a lossy link.
     ConfigDef("request.read.min.bytes.per.second", LONG, "1024", min=-1),
     ConfigDef("request.read.min.rate.window.ms", LONG, "10000", min=1),
+    # Ours: an event-loop callback that holds every request up longer than this is logged
+    # with the code it ran and counted (kbroker/loop_stalls.py); -1: not watched.
+    ConfigDef("event.loop.stall.threshold.ms", INT, "100", min=-1),
     # Log basics.
     ConfigDef("log.dirs", LIST, None),
     ConfigDef("log.dir", LIST, "/tmp/kafka-logs"),

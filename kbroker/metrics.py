@@ -279,7 +279,9 @@ class BrokerMetrics:
         self._expose_groups(out)
         self._expose_group_lag(out)
         self._broker.share_partitions.expose(out)
+        self._broker.mirrors.expose(out)
         self._broker.telemetry.expose(out)
+        self._broker.loop_stalls.expose(out)
         return out.render()
 
     def _expose_state(self, out: Exposition) -> None:

@@ -196,6 +196,36 @@ class Partition:
         self.on_change(self.key)
         return start
 
+    # Mirror side (kbroker/mirror/): this replica leads, its records come from a source
+    # cluster's partition, appended as a follower appends them (offsets and epochs kept).
+
+    def append_mirrored(self, batches: bytes) -> None:
+        self._require_leader()
+        # The epoch cache of a mirror holds its batches' epochs, the source's: drop the entry
+        # make_leader put at the log end for this cluster's leader epoch, which no batch
+        # carries (else the source's epoch, lower or higher, would be recorded as starting
+        # here, and OffsetForLeaderEpoch would answer wrong ends for it).
+        self.log.epochs.truncate_from_end(self.log.log_end_offset)
+        self.log.append_as_follower(batches)
+        self.on_change(self.key)
+        self._advance_high_watermark()
+
+    def truncate_mirror_to(self, offset: int) -> None:
+        """The source's log diverged from ours at ``offset``: drop our tail, high watermark
+        included (what the source no longer has was never the source's committed data)."""
+        leader = self._require_leader()
+        self.log.truncate_to(offset)
+        leader.high_watermark = min(leader.high_watermark, self.log.log_end_offset)
+        self.on_change(self.key)
+
+    def start_mirror_over_at(self, offset: int) -> None:
+        """Our log ends before the source's log start: continue empty from ``offset``."""
+        leader = self._require_leader()
+        self.log.truncate_fully_and_start_at(offset)
+        leader.high_watermark = offset
+        self.log.producers.on_high_watermark(offset)
+        self.on_change(self.key)
+
     # Follower side ---------------------------------------------------------------------
 
     def append_as_follower(self, batches: bytearray | bytes, leader_high_watermark: int) -> None:

@@ -12,20 +12,43 @@ retries them, as for a keyless record on a compacted topic (kbroker/record_valid
 Only topics with validation on pay for it: their records are read here (an uncompressed batch
 in place, a compressed one decompressed with the topic's cap), reading no further into each
 record than its key and the first bytes of its value.
+
+Records are checked in runs, by a regular expression (the ``re`` engine walks them in C, about
+50 ns a record against 0.8 us for the same walk in Python): the first record of a run gives
+the run's shape (the bytes of its length, key length and value length fields, the widths of
+its timestamp and offset deltas, its schema ids), and the expression matches every following
+record of that shape whose ids are the first record's. A producer sending fixed-size records
+serialized with one schema fills a batch with a few such runs (the deltas widen at 64, 8192,
+...). Whatever the expression does not take (a record of another shape, an invalid record)
+is walked in Python, which names the invalid records.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+
 from kbroker.record_validation import RecordError, RecordValidationError
 from kbroker.schema_registry.state import RegistryState
-from wire.errors import ErrorCode, KafkaError
+from wire.errors import DecodeError, ErrorCode, KafkaError
 from wire.records.batch import BATCH_HEADER_SIZE, iter_batches
-from wire.records.record import decode_batch
+from wire.records.compression import decompress, decompression_cap
+from wire.records.varint import read_varint, read_varlong
 
 MAGIC = 0
 PREFIX_SIZE = 5
-# The RecordBatch attributes' compression bits.
-COMPRESSION_MASK = 0x07
+# A run shorter than this hands the rest of the batch to the Python walk: records of varying
+# size make one-record runs, and a pattern per record would cost more than the walk.
+MIN_RUN = 16
+# At most this many runs per records section, then the Python walk: a new pattern compiles in
+# about 100 us (a cached one costs about 10 us to find), so a producer changing shapes every
+# MIN_RUN records would cost far more than the walk. Fixed-size records make up to 6 runs
+# (offset and timestamp deltas each widen at 64 and 8192).
+MAX_RUNS = 8
+# Compiled run patterns kept: a few shapes per producer and schema id.
+PATTERN_CACHE_SIZE = 256
+
+Buffer = bytes | bytearray | memoryview
 
 
 def _raw_varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -113,6 +136,132 @@ def _scan(
     return bad
 
 
+def _varint_pattern(width: int) -> bytes:
+    """A varint of exactly ``width`` bytes: continuation bytes, then one without the high bit."""
+    last = rb"[\x00-\x7f]"
+    return last if width == 1 else rb"[\x80-\xff]{%d}" % (width - 1) + last
+
+
+def _skip_pattern(count: int) -> bytes:
+    return rb".{%d}" % count if count else b""
+
+
+@functools.lru_cache(maxsize=PATTERN_CACHE_SIZE)
+def _compile(record: bytes) -> re.Pattern[bytes]:
+    # Possessive: a run never gives records back, and keeps no backtracking state for them.
+    return re.compile(b"(?:" + record + b")*+", re.DOTALL)
+
+
+def _run_pattern_at(
+    buf: Buffer,
+    pos: int,
+    end: int,
+    key_prefixes: tuple[bytes, ...] | None,
+    value_prefixes: tuple[bytes, ...] | None,
+) -> tuple[re.Pattern[bytes], int] | None:
+    """The pattern of the run starting with the record at ``pos`` and that record's size, or
+    None when that record does not parse or is not valid (the Python walk reports it).
+
+    A record the pattern matches has the first record's length, attributes of any value,
+    timestamp and offset deltas of the same widths (so its key length field is where the first
+    record's is), the same key length and value length fields, and the same key and value
+    prefixes; the rest of its bytes are skipped by count. Its fields are therefore where the
+    first record's are, and it is valid as the first record is."""
+    try:
+        length, at = read_varint(buf, pos)
+        timestamp_at = at + 1
+        offset_at = read_varlong(buf, timestamp_at)[1]
+        key_length_at = read_varint(buf, offset_at)[1]
+        key_length, key_at = read_varint(buf, key_length_at)
+        value_length_at = key_at + max(key_length, 0)
+        value_length, value_at = read_varint(buf, value_length_at)
+    except DecodeError:
+        return None
+    record_end = at + length
+    if length < 0 or record_end > end or value_at + max(value_length, 0) > record_end:
+        return None
+    parts = [
+        re.escape(bytes(buf[pos:at])),
+        b".",
+        _varint_pattern(offset_at - timestamp_at),
+        _varint_pattern(key_length_at - offset_at),
+        re.escape(bytes(buf[key_length_at:key_at])),
+    ]
+    cursor = key_at
+    checked = (
+        (key_at, key_length, key_at, key_prefixes),
+        (value_at, value_length, value_length_at, value_prefixes),
+    )
+    for field_at, field_length, literal_at, prefixes in checked:
+        if prefixes is None:
+            continue
+        prefix = bytes(buf[field_at : field_at + PREFIX_SIZE])
+        if field_length < PREFIX_SIZE or prefix not in prefixes:
+            return None
+        parts.append(_skip_pattern(literal_at - cursor))
+        parts.append(re.escape(bytes(buf[literal_at : field_at + PREFIX_SIZE])))
+        cursor = field_at + PREFIX_SIZE
+    parts.append(_skip_pattern(record_end - cursor))
+    return _compile(b"".join(parts)), record_end - pos
+
+
+def _valid_runs(
+    buf: Buffer,
+    pos: int,
+    end: int,
+    key_prefixes: tuple[bytes, ...] | None,
+    value_prefixes: tuple[bytes, ...] | None,
+) -> tuple[int, int]:
+    """(position, count): the ``count`` records from ``pos`` to ``position`` are valid, matched
+    run by run; the records from ``position`` on are left to the Python walk."""
+    count = 0
+    runs = 0
+    while pos < end and runs < MAX_RUNS:
+        runs += 1
+        run = _run_pattern_at(buf, pos, end, key_prefixes, value_prefixes)
+        if run is None:
+            break
+        pattern, record_size = run
+        matched = pattern.match(buf, pos, end)
+        if matched is None:  # never: the run's first record matches its own pattern
+            break
+        records = (matched.end() - pos) // record_size
+        count += records
+        pos = matched.end()
+        if records < MIN_RUN:
+            break
+    return pos, count
+
+
+def _invalid_records(
+    records: Buffer,
+    start: int,
+    end: int,
+    first_index: int,
+    topic: str,
+    key_prefixes: tuple[bytes, ...] | None,
+    value_prefixes: tuple[bytes, ...] | None,
+) -> list[RecordError]:
+    """The invalid records of the records section ``records[start:end]``, whose first record
+    has index ``first_index`` in the request."""
+    pos, valid = _valid_runs(records, start, end, key_prefixes, value_prefixes)
+    if pos == end:
+        return []
+    rest = bytes(records[pos:end])
+    try:
+        bad = _scan(rest, 0, len(rest), key_prefixes, value_prefixes)
+    except IndexError:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "records do not parse") from None
+    errors: list[RecordError] = []
+    reported: set[int] = set()
+    for offset, what, field_at, length in bad:
+        if offset not in reported:
+            reported.add(offset)
+            index = first_index + valid + offset
+            errors.append(RecordError(index, _message(topic, what, rest, field_at, length)))
+    return errors
+
+
 def _schema_id(data: bytes | None, start: int, length: int) -> int | None:
     if data is None or length < PREFIX_SIZE or data[start] != MAGIC:
         return None
@@ -147,41 +296,19 @@ def check_schema_ids(
     key_ids = valid_ids(state, f"{topic}-key") if keys else None
     value_prefixes = None if value_ids is None else _prefixes(value_ids)
     key_prefixes = None if key_ids is None else _prefixes(key_ids)
-    # One copy of the request's records, for bytes.startswith (memoryview has none).
-    data = bytes(batches)
+    view = memoryview(batches)
     errors: list[RecordError] = []
     index = 0
-    for pos, header in iter_batches(data):
+    for pos, header in iter_batches(view):
         if header.is_control:
             continue
-        if header.attributes & COMPRESSION_MASK:
-            records = decode_batch(data, pos, max_message_bytes=max_message_bytes)[1]
-            for offset, record in enumerate(records):
-                for what, field in (("key", record.key), ("value", record.value)):
-                    prefixes = key_prefixes if what == "key" else value_prefixes
-                    if prefixes is None:
-                        continue
-                    if field is None or not field.startswith(prefixes):
-                        length = -1 if field is None else len(field)
-                        errors.append(
-                            RecordError(index + offset, _message(topic, what, field, 0, length))
-                        )
-                        break
-            index += len(records)
-            continue
-        try:
-            bad = _scan(
-                data, pos + BATCH_HEADER_SIZE, pos + header.size, key_prefixes, value_prefixes
-            )
-        except IndexError:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "records do not parse") from None
-        reported: set[int] = set()
-        for offset, what, start, length in bad:
-            if offset not in reported:
-                reported.add(offset)
-                errors.append(
-                    RecordError(index + offset, _message(topic, what, data, start, length))
-                )
+        records: Buffer = view
+        start, end = pos + BATCH_HEADER_SIZE, pos + header.size
+        if header.compression:
+            cap = decompression_cap(max_message_bytes, header.records_count)
+            records = decompress(header.compression, view[start:end], max_bytes=cap)
+            start, end = 0, len(records)
+        errors += _invalid_records(records, start, end, index, topic, key_prefixes, value_prefixes)
         index += header.records_count
     if errors:
         raise RecordValidationError(errors[0].message, errors)

@@ -7,7 +7,8 @@ stderr, naming the property, with exit status 2.
 
 The other subcommands are clients of a running cluster, one module each in this package
 (``topics``, ``console``, ``cluster``, ``groups``, ``share-groups``, ``quotas``,
-``transactions``, ``users``, ``client-metrics``, and ``console``: the web console), over the
+``transactions``, ``users``, ``client-metrics``, ``mirrors``, and ``console``: the web
+console), over the
 protocol operations of ``kbroker.cli.ops``; ``schemas`` is a client of a schema registry's REST API,
 and ``schema-registry`` runs one beside any Kafka-compatible cluster.
 """
@@ -27,6 +28,7 @@ from kbroker.cli import (
     console,
     features,
     groups,
+    mirrors,
     quotas,
     schema_registry,
     schemas,
@@ -76,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         users,
         client_metrics,
         features,
+        mirrors,
         schemas,
         schema_registry,
         web_console,

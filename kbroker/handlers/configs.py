@@ -48,6 +48,7 @@ from kbroker.config import (
 from kbroker.config_defs import BROKER_DEFS, TOPIC_DEFS, ConfigSource, ConfigType
 from kbroker.dynamic_config import configuration_with, stored_dynamic_configs
 from kbroker.group import group_configs
+from kbroker.mirror.topic_configs import check_mirror_change, is_mirror_config
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kbroker.telemetry import subscriptions
 from wire.errors import ErrorCode, KafkaError
@@ -231,8 +232,9 @@ async def _replace_configs(
     validate_only: bool,
 ) -> None:
     if resource_type == TOPIC:
-        _existing_topic(broker, name)
+        current = _existing_topic(broker, name)
         validate_topic_configs(configs)
+        check_mirror_change(name, current, configs)
         if not validate_only:
             await broker.metadata.set_topic_configs(name, _non_null(configs))
         return
@@ -401,6 +403,13 @@ def _split(value: str | None) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def _topic_config_type(config: str) -> ConfigType | None:
+    if is_mirror_config(config):
+        return ConfigType.STRING
+    t = TOPIC_DEFS.get(config)
+    return None if t is None else t.definition.type
+
+
 async def _alter_incrementally(
     broker: Broker,
     resource_type: int,
@@ -418,11 +427,12 @@ async def _alter_incrementally(
         updated = _apply_ops(
             current,
             ops,
-            lambda config: t.definition.type if (t := TOPIC_DEFS.get(config)) else None,
+            _topic_config_type,
             topic_value,
             ErrorCode.INVALID_CONFIG,
         )
         validate_topic_configs(updated)
+        check_mirror_change(name, current, updated)
         if not validate_only:
             await broker.metadata.set_topic_configs(name, updated)
         return

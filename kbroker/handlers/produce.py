@@ -54,6 +54,7 @@ from kbroker.handlers.common import (
     topic_name,
 )
 from kbroker.handlers.throttling import throttle
+from kbroker.mirror.topic_configs import read_only_error
 from kbroker.producer_state import ProducerStateManager, VerificationGuard
 from kbroker.quotas import PRODUCER_BYTE_RATE
 from kbroker.record_validation import RecordValidationError, check_keys_for_compaction
@@ -261,6 +262,9 @@ async def handle_produce(
             broker, AclOperation.WRITE, ResourceType.TOPIC, name
         ):
             topic_error = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif topic_error is None and (info := broker.metadata.topic(name)) is not None:
+            # A mirror topic takes its records from its source only, until promoted.
+            topic_error = read_only_error(name, info.configs)
         topic_errors.append(topic_error)
     verified = await _verify_transaction(broker, request, version, names, topic_errors)
     for topic, name, topic_error in zip(request.topic_data, names, topic_errors, strict=True):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from kbroker.authorization import authorize
 from kbroker.group.offsets_store import OFFSETS_TOPIC, partition_for
+from kbroker.mirror.topic_configs import read_only_error
 from kbroker.regex import InvalidRegex, Regex
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kbroker.txn.log_records import TV_1, TV_2, TopicPartition, TxnState
@@ -122,6 +123,18 @@ async def _add_one(
             tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if tp in unknown
             else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for tp in wanted
+        }
+    # A mirror topic's records, transaction markers included, come from its source only: a
+    # local transaction's marker would take an offset the source's next batch needs.
+    mirrors = {
+        t
+        for t, _ in wanted
+        if (info := metadata.topic(t)) is not None and read_only_error(t, info.configs)
+    }
+    if mirrors:
+        return {
+            tp: ErrorCode.INVALID_REQUEST if tp[0] in mirrors else ErrorCode.OPERATION_NOT_ATTEMPTED
             for tp in wanted
         }
     coordinator = broker.txn_coordinator

@@ -45,11 +45,19 @@ def create_topic(bootstrap: str, name: str, **config: str) -> None:
     admin.create_topics([NewTopic(name, 1, 1, config=config)])[name].result(30)
 
 
-def produce(bootstrap: str, topic: str, values: list[bytes]) -> dict[int, KafkaError | None]:
+def produce(
+    bootstrap: str, topic: str, values: list[bytes], compression: str = "none"
+) -> dict[int, KafkaError | None]:
     """Send ``values`` as one batch; delivery errors by index."""
     reports: dict[int, KafkaError | None] = {}
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 200, "retries": 0, "acks": "all"}
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 200,
+            "retries": 0,
+            "acks": "all",
+            "compression.type": compression,
+        }
     )
     for index, value in enumerate(values):
 
@@ -231,12 +239,14 @@ def test_confluent_documented_examples(registry_broker: RegistryBroker) -> None:
     assert key not in http(f"{url}/subjects?deleted=true")[1]
 
 
+@pytest.mark.parametrize("compression", ["none", "lz4"])
 def test_validation_refuses_the_record_without_a_registered_id_alone(
-    registry_broker: RegistryBroker,
+    registry_broker: RegistryBroker, compression: str
 ) -> None:
     """confluent.value.schema.validation: the record without a registered id gets
     INVALID_RECORD (KIP-467 record_errors name it), librdkafka fails the rest of its batch as
-    collateral, and those are written when sent again."""
+    collateral, and those are written when sent again; in a compressed batch too, which
+    validation decompresses."""
     bootstrap = registry_broker.bootstrap
     topic = unique("validated")
     create_topic(bootstrap, topic, **{"confluent.value.schema.validation": "true"})
@@ -246,13 +256,13 @@ def test_validation_refuses_the_record_without_a_registered_id_alone(
     good = [serializer({"name": f"n{i}", "favorite_number": i}, ctx) for i in range(4)]
     unregistered = b"\x00\x00\x0f\x42\x40" + good[0][5:]  # id 1000000, nobody's
     values = [good[0], good[1], b"plain bytes", good[2], unregistered, good[3]]
-    reports = produce(bootstrap, topic, values)
+    reports = produce(bootstrap, topic, values, compression)
     invalid = {
         i for i, e in reports.items() if e is not None and e.code() == KafkaError.INVALID_RECORD
     }
     assert invalid == {2, 4}
     retried = [values[i] for i in sorted(reports) if i not in invalid]
-    assert not any(produce(bootstrap, topic, retried).values())
+    assert not any(produce(bootstrap, topic, retried, compression).values())
     assert consume(bootstrap, topic, 4) == good
     # Another topic's subject does not count, and topics without validation take anything.
     plain = unique("plain")

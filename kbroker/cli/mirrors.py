@@ -1,0 +1,173 @@
+"""``kbroker mirrors create|list|describe|pause|resume|promote``: mirror topics that follow the
+topics of another Kafka-compatible cluster, at the same offsets (kbroker/mirror/).
+
+``--bootstrap-server`` and ``--command-config`` name the destination cluster (the one that
+mirrors); ``--source-bootstrap`` and ``--source-config`` the source. ``promote`` is the
+failover step: the topic stops following at once (whatever it has not copied yet stays at
+the source) and becomes writable. Options every command takes, exit statuses: see
+kbroker.cli.ops.output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from kbroker.cli.ops.admin import parse_bootstrap
+from kbroker.cli.ops.mirror import (
+    create_mirrors,
+    describe_lag,
+    list_links,
+    selected,
+    set_state,
+)
+from kbroker.cli.ops.output import EXIT_OK, add_common_options, emit_json, run_command, table
+from kbroker.client import KafkaClient
+from kbroker.client_core.security import security_config
+from kbroker.config import load_properties
+from kbroker.mirror.topic_configs import ACTIVE, DEFAULT_LINK, PAUSED, PROMOTED
+
+
+def _source_client(bootstrap: str, props: dict[str, str], timeout: float) -> KafkaClient:
+    return KafkaClient(
+        parse_bootstrap(bootstrap),
+        client_id=props.get("client.id", "kbroker-mirrors"),
+        timeout=timeout,
+        security=security_config(props),
+    )
+
+
+def _source_props(args: argparse.Namespace) -> dict[str, str]:
+    return load_properties(args.source_config) if args.source_config else {}
+
+
+async def _create(args: argparse.Namespace, client: KafkaClient) -> int:
+    props = _source_props(args)
+    async with _source_client(args.source_bootstrap, props, args.timeout) as source:
+        created = await create_mirrors(
+            client,
+            source,
+            link=args.link,
+            source_bootstrap=args.source_bootstrap,
+            source_props=props,
+            topics=args.topic,
+            pattern=args.topic_regex,
+            replication_factor=args.replication_factor,
+            group_filter=args.group_filter,
+        )
+    if args.json:
+        emit_json([dataclasses.asdict(c) for c in created])
+    else:
+        for c in created:
+            print(f"created mirror topic {c.topic} ({c.partitions} partitions, link {c.link})")
+    return EXIT_OK
+
+
+async def _list(args: argparse.Namespace, client: KafkaClient) -> int:
+    found = await list_links(client)
+    if args.json:
+        emit_json([dataclasses.asdict(f) for f in found])
+        return EXIT_OK
+    rows = [
+        (f.topic, f.link, f.state, f.source_bootstrap, f.source_topic, f.partitions) for f in found
+    ]
+    print(table(("TOPIC", "LINK", "STATE", "SOURCE", "SOURCE TOPIC", "PARTITIONS"), rows))
+    return EXIT_OK
+
+
+async def _describe(args: argparse.Namespace, client: KafkaClient) -> int:
+    specs = {n: s for n, (s, _) in (await selected(client, args.topic, args.link)).items()}
+    props = _source_props(args)
+    sources: dict[str, KafkaClient] = {}
+    try:
+        for spec in specs.values():
+            if spec.bootstrap not in sources:
+                # The stored link's client properties, secrets excepted (DescribeConfigs
+                # masks them): --source-config supplies those.
+                merged = {**spec.client_props, **props}
+                sources[spec.bootstrap] = _source_client(spec.bootstrap, merged, args.timeout)
+        rows = await describe_lag(client, sources, specs)
+    finally:
+        for source in sources.values():
+            await source.close()
+    if args.json:
+        emit_json([dataclasses.asdict(r) for r in rows])
+        return EXIT_OK
+    print(
+        table(
+            ("TOPIC", "PARTITION", "STATE", "SOURCE END", "MIRROR END", "LAG"),
+            [
+                (r.topic, r.partition, r.state, r.source_end_offset, r.mirror_end_offset, r.lag)
+                for r in rows
+            ],
+        )
+    )
+    return EXIT_OK
+
+
+def _set_state(state: str) -> Any:
+    async def command(args: argparse.Namespace, client: KafkaClient) -> int:
+        topics = sorted(await selected(client, args.topic, args.link))
+        await set_state(client, topics, state)
+        if args.json:
+            emit_json({"topics": topics, "state": state})
+        else:
+            for topic in topics:
+                print(f"{topic}: {state}")
+        return EXIT_OK
+
+    return command
+
+
+def _add_selection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topic", action="append", default=[], help="a mirror topic (repeatable)")
+    parser.add_argument("--link", help="every mirror topic of this link")
+
+
+def register(sub: Any) -> None:
+    """``kbroker mirrors ...``."""
+    mirrors = sub.add_parser("mirrors", help="mirror topics following another cluster")
+    actions = mirrors.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    create = actions.add_parser("create", help="mirror topics of a source cluster")
+    add_common_options(create)
+    create.add_argument("--source-bootstrap", required=True, metavar="HOST:PORT[,...]")
+    create.add_argument(
+        "--source-config", metavar="FILE", help="client properties for the source connection"
+    )
+    which = create.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic", action="append", default=[], help="a source topic (repeatable)")
+    which.add_argument("--topic-regex", metavar="REGEX", help="every source topic it matches")
+    create.add_argument("--link", default=DEFAULT_LINK, help=f"link name (default {DEFAULT_LINK})")
+    create.add_argument(
+        "--replication-factor", type=int, default=-1, help="default: the broker's default"
+    )
+    create.add_argument(
+        "--group-filter",
+        metavar="REGEX",
+        help="copy the committed offsets of the source's groups this matches (whole ids)",
+    )
+    create.set_defaults(func=run_command(_create))
+
+    listing = actions.add_parser("list", help="mirror topics, their links and states")
+    add_common_options(listing)
+    listing.set_defaults(func=run_command(_list))
+
+    describe = actions.add_parser("describe", help="end offsets and lag per partition")
+    add_common_options(describe)
+    _add_selection(describe)
+    describe.add_argument(
+        "--source-config", metavar="FILE", help="client properties for the source connection"
+    )
+    describe.set_defaults(func=run_command(_describe))
+
+    for action, state, text in (
+        ("pause", PAUSED, "stop following (the topic stays read-only)"),
+        ("resume", ACTIVE, "follow again from the mirror's log end"),
+        ("promote", PROMOTED, "stop following for good: the topic becomes writable"),
+    ):
+        parser = actions.add_parser(action, help=text)
+        add_common_options(parser)
+        _add_selection(parser)
+        parser.set_defaults(func=run_command(_set_state(state)))

@@ -1,0 +1,1 @@
+"""Mirror topics: topics that follow a topic of another Kafka-compatible cluster."""
