@@ -16,7 +16,17 @@ Starts its own kbroker (or measures --bootstrap with --pid for its RSS) and runs
    how many of a burst of connections are served, refused or held back, while a client
    that was already connected keeps working.
 
+With --fairness (issue 29) it runs instead, on kbroker and Apache Kafka 4.3 in one go
+(--brokers), over PLAINTEXT and over SASL_SSL with the attackers unauthenticated
+(--listeners), the five attacks of bench/hostile_attacks.py one after the other: for each,
+the broker's largest RSS, and a well-behaved producer (--rate records a second, paced) and
+consumer: their throughput and the producer's p99 latency, alone and during the attack,
+with the load average beside each row. The brokers run side by side and the rows
+alternate between them. A broker that does not answer a minute after an
+attack is restarted (and said so).
+
 Run: .venv/bin/python bench/hostile_clients.py [--seconds 20]
+     .venv/bin/python bench/hostile_clients.py --fairness [--seconds 15]
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import asyncio
 import multiprocessing
 import os
 import random
+import shutil
 import socket
 import statistics
 import struct
@@ -43,6 +54,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.hostile_attacks import ATTACKS, Target, run_attack  # noqa: E402
 from bench.throughput import own_broker  # noqa: E402
 from compat_tests.broker_process import BrokerProcess  # noqa: E402
 from wire.api_keys import ApiKey  # noqa: E402
@@ -351,13 +363,290 @@ def connection_limits() -> None:
             print(f"  log lines about the refusals: {lines}")
 
 
+# --- fairness under the five attacks of issue 29 -----------------------------------------
+
+PLAIN_PASSWORD = "alice-secret"
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    f'username="alice" password="{PLAIN_PASSWORD}" user_alice="{PLAIN_PASSWORD}";'
+)
+
+
+def run_paced_clients(settings: dict[str, str], seconds: float, rate: int) -> dict[str, float]:
+    """A producer sending ``rate`` records of 100 bytes a second and a consumer reading
+    them, for ``seconds``: what each achieved and the producer's delivery latency."""
+    topic = f"fair-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(settings)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=60)
+    latencies: list[float] = []
+    errors = 0
+
+    def delivered(err: Any, msg: Any) -> None:
+        nonlocal errors
+        if err is not None:
+            errors += 1
+        else:
+            latencies.append(msg.latency())
+
+    consumed = 0
+    stop = threading.Event()
+
+    def consume() -> None:
+        nonlocal consumed
+        consumer = Consumer({**settings, "group.id": "fair-bench", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        while not stop.is_set():
+            for message in consumer.consume(10_000, timeout=0.2):
+                if message.error() is None:
+                    consumed += 1
+        consumer.close()
+
+    reader = threading.Thread(target=consume)
+    reader.start()
+    producer = Producer({**settings, "linger.ms": 5})
+    started = time.monotonic()
+    sent = 0
+    while (elapsed := time.monotonic() - started) < seconds:
+        while sent < rate * elapsed:
+            producer.produce(topic, VALUE, on_delivery=delivered)
+            sent += 1
+        producer.poll(0.001)
+    producer.flush(30)
+    elapsed = time.monotonic() - started
+    # The consumer gets a moment to read what was acknowledged last.
+    deadline = time.monotonic() + 5
+    while consumed < len(latencies) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    reader.join()
+    latencies.sort()
+    return {
+        "produced_per_s": len(latencies) / elapsed,
+        "consumed_per_s": consumed / elapsed,
+        "p99_ms": 1000 * latencies[int(len(latencies) * 0.99)] if latencies else float("nan"),
+        "errors": errors,
+        "unacked": sent - len(latencies),
+    }
+
+
+def fill_topic(settings: dict[str, str], topic: str, megabytes: int) -> None:
+    """A topic with data for the pipelined fetches."""
+    admin = AdminClient(settings)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=60)
+    producer = Producer({**settings, "linger.ms": 20})
+    for _ in range(megabytes * 1024):
+        while True:
+            try:
+                producer.produce(topic, b"f" * 1000)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(60)
+
+
+def answers(settings: dict[str, str], timeout: float) -> bool:
+    try:
+        AdminClient({**settings, "socket.connection.setup.timeout.ms": "3000"}).list_topics(
+            timeout=timeout
+        )
+    except Exception:  # noqa: BLE001 - any failure means it does not answer
+        return False
+    return True
+
+
+def security_overrides(name: str, ports: dict[str, int], pki: Any) -> dict[str, str]:
+    """PLAINTEXT and SASL_SSL (PLAIN, one user) listeners for kbroker or Kafka 4.3."""
+    from tests.security.certs import P12_PASSWORD
+
+    listeners = {"PLAINTEXT": ports["PLAINTEXT"], "SASL_SSL": ports["SASL_SSL"]}
+    common = {
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(pki.broker_p12),
+        "ssl.keystore.password": P12_PASSWORD,
+    }
+    if name == "kbroker":
+        common["ssl.keystore.type"] = "PEM"
+        common["ssl.keystore.location"] = str(pki.broker_keystore)
+        del common["ssl.keystore.password"]
+        return {
+            "listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in listeners.items()),
+            **common,
+        }
+    controller = f"127.0.0.1:{ports['CONTROLLER']}"
+    return {
+        "listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in listeners.items())
+        + f",CONTROLLER://{controller}",
+        "advertised.listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in listeners.items()),
+        "listener.security.protocol.map": (
+            "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL"
+        ),
+        "sasl.enabled.mechanisms": "PLAIN",
+        **common,
+    }
+
+
+class FairnessBroker:
+    """kbroker or Kafka 4.3 with PLAINTEXT and SASL_SSL listeners, restartable."""
+
+    def __init__(self, name: str, work: Path) -> None:
+        from compat_tests.broker_process import free_port
+        from compat_tests.kafka_process import KRaftKafkaProcess
+        from tests.security.certs import write_pki
+
+        self.name = name
+        self.pki = write_pki(work / "pki")
+        if name == "kbroker":
+            self.process: BrokerProcess = BrokerProcess(work / "broker")
+        else:
+            process = KRaftKafkaProcess(work / "broker")
+            process.environment = lambda: {  # type: ignore[method-assign]
+                **KRaftKafkaProcess.environment(process),
+                "KAFKA_HEAP_OPTS": "-Xmx1g",
+            }
+            self.process = process
+        ports = {"PLAINTEXT": self.process.port, "SASL_SSL": free_port()}
+        if name != "kbroker":
+            ports["CONTROLLER"] = process.controller_port
+        self.ports = ports
+        self.process.overrides = security_overrides(name, ports, self.pki)
+
+    def start(self) -> None:
+        self.process.start(180.0)
+
+    def stop(self) -> None:
+        self.process.stop(30.0)
+
+    def restart(self) -> None:
+        self.process.kill()
+        self.start()
+
+    def client_settings(self, listener: str) -> dict[str, str]:
+        if listener == "plaintext":
+            return {"bootstrap.servers": f"127.0.0.1:{self.ports['PLAINTEXT']}"}
+        return {
+            "bootstrap.servers": f"127.0.0.1:{self.ports['SASL_SSL']}",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": PLAIN_PASSWORD,
+            "ssl.ca.location": str(self.pki.ca),
+        }
+
+
+def fairness_row(
+    broker: FairnessBroker, listener: str, attack: str, args: argparse.Namespace, bait: str
+) -> dict[str, Any]:
+    settings = broker.client_settings(listener)
+    port = broker.ports["PLAINTEXT" if listener == "plaintext" else "SASL_SSL"]
+    target = Target("127.0.0.1", port, listener != "plaintext", bait, args.attacker_address)
+    results: multiprocessing.Queue[dict[str, int]] = multiprocessing.Queue()
+    attacker = multiprocessing.Process(
+        target=run_attack, args=(attack, target, args.seconds + 8, results)
+    )
+    pid = broker.process.pid
+    assert pid is not None
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.5):
+            try:
+                samples.append(rss_mb(pid))
+            except OSError:
+                return
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    attacker.start()
+    time.sleep(4)  # the attackers connect and settle (no assertion follows: a benchmark)
+    load = os.getloadavg()[0]
+    try:
+        clients = run_paced_clients(settings, args.seconds, args.rate)
+    except Exception as exc:  # noqa: BLE001 - a broker that stops answering is a result
+        clients = {"failed": str(exc)[:80]}
+    attacker.join(args.seconds + 60)
+    stats = results.get(timeout=30) if not attacker.is_alive() else {}
+    if attacker.is_alive():
+        attacker.kill()
+    stop.set()
+    watcher.join()
+    left = time.monotonic()
+    recovered = answers(settings, 60)
+    row = {
+        "attack": attack,
+        "rss_max_mb": round(max(samples, default=float("nan"))),
+        "load1": round(load, 2),
+        **clients,
+        "attacker": stats,
+        "answers_after_s": round(time.monotonic() - left, 1) if recovered else None,
+    }
+    if not recovered:
+        broker.restart()
+        row["restarted"] = True
+    return row
+
+
+def fairness(args: argparse.Namespace) -> None:
+    """Every broker runs for the whole benchmark and the rows alternate between them (the
+    machine is shared: its load moves, and alternating spreads that over both)."""
+    import tempfile
+
+    brokers: list[tuple[FairnessBroker, Path, str]] = []
+    try:
+        for name in args.brokers.split(","):
+            work = Path(tempfile.mkdtemp(prefix=f"fairness-{name}-"))
+            broker = FairnessBroker(name, work)
+            brokers.append((broker, work, f"bait-{uuid.uuid4().hex[:6]}"))
+            broker.start()
+            fill_topic(broker.client_settings("plaintext"), brokers[-1][2], 8)
+        for listener in args.listeners.split(","):
+            alone: dict[str, dict[str, float]] = {}
+            for broker, _, _ in brokers:
+                load = os.getloadavg()[0]
+                alone[broker.name] = run_paced_clients(
+                    broker.client_settings(listener), args.seconds, args.rate
+                )
+                print(
+                    f"{broker.name} {listener} alone: {alone[broker.name]} load1 {load:.2f}; "
+                    f"RSS {rss_mb(broker.process.pid):.0f} MB",  # type: ignore[arg-type]
+                    flush=True,
+                )
+            for attack in args.attacks.split(","):
+                for broker, _, bait in brokers:
+                    row = fairness_row(broker, listener, attack, args, bait)
+                    base = alone[broker.name]
+                    kept = {
+                        key: f"{100 * row[key] / base[key]:.0f} %"
+                        for key in ("produced_per_s", "consumed_per_s")
+                        if key in row and base.get(key)
+                    }
+                    print(f"{broker.name} {listener} {attack}: {row} kept {kept}", flush=True)
+    finally:
+        for broker, work, _ in brokers:
+            broker.stop()
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--trickle", type=int, default=1000)
     parser.add_argument("--idle", type=int, default=200)
     parser.add_argument("--bomb-gb", type=float, default=4.0)
+    parser.add_argument("--fairness", action="store_true", help="the issue 29 attacks instead")
+    parser.add_argument("--brokers", default="kbroker,kafka43")
+    parser.add_argument("--listeners", default="plaintext,sasl_ssl")
+    parser.add_argument("--attacks", default=",".join(ATTACKS))
+    parser.add_argument("--rate", type=int, default=5000, help="records/s of the good producer")
+    parser.add_argument(
+        "--attacker-address", default="127.0.0.2", help="where the attackers connect from"
+    )
     args = parser.parse_args(argv)
+    if args.fairness:
+        fairness(args)
+        return
     with own_broker() as broker:
         assert broker.pid is not None
         print(f"broker pid {broker.pid}, RSS {rss_mb(broker.pid):.0f} MB at start")

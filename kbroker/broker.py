@@ -109,6 +109,10 @@ def connection_limits(config: BrokerConfig) -> ConnectionLimits:
         max_frame_bytes=config.socket_request_max_bytes,
         idle_seconds=None if idle_ms is None else idle_ms / 1000,
         request_read_seconds=None if read_ms is None else read_ms / 1000,
+        min_read_bytes_per_second=_positive_or_none(
+            config.get("request.read.min.bytes.per.second")
+        ),
+        read_rate_window_seconds=config.get("request.read.min.rate.window.ms") / 1000,
     )
 
 

@@ -3,8 +3,9 @@
 Two tables, both keyed by Kafka's own property names:
 
 - ``BROKER_DEFS``: broker properties (what a stock Kafka ``server.properties`` may contain,
-  plus ``metrics.port``, ``request.read.timeout.ms`` and ``event.loop.stall.threshold.ms``
-  which are ours).
+  plus ``metrics.port``, ``event.loop.stall.threshold.ms``, the ``request.read.*`` settings and
+  the ``sasl.server.authentication.timeout.ms`` and
+  ``sasl.server.max.connections.in.authentication`` limits, which are ours).
 - ``TOPIC_DEFS``: topic-level configs (CreateTopics / AlterConfigs), each naming the broker
   properties that supply its default, in Kafka's priority order (e.g. ``retention.ms`` comes
   from ``log.retention.ms``, then ``log.retention.minutes``, then ``log.retention.hours``).
@@ -271,6 +272,12 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("sasl.mechanism.inter.broker.protocol", STR, "GSSAPI"),
     ConfigDef("sasl.jaas.config", PASSWORD, None),
     ConfigDef("sasl.server.max.receive.size", INT, "524288", min=1),
+    # Ours (issue 29): how long a SASL listener's client may take to authenticate, counted
+    # from the accepted connection (Kafka leaves it to connections.max.idle.ms, 10 minutes),
+    # and how many of a listener's connections may be authenticating at once (TLS handshake
+    # included); at the limit the listener stops accepting until one authenticates or goes.
+    ConfigDef("sasl.server.authentication.timeout.ms", LONG, "10000", min=1),
+    ConfigDef("sasl.server.max.connections.in.authentication", INT, "1000", min=1),
     ConfigDef("connections.max.reauth.ms", LONG, "0", min=0),
     ConfigDef("connection.failed.authentication.delay.ms", INT, "100", min=0),
     # Accepted (Kafka lets them change at run time), without effect: kbroker has no
@@ -298,6 +305,12 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     # Ours: how long a request may take to arrive once its first byte has (30 s, the clients'
     # default request.timeout.ms: a client waiting longer has given up on it anyway); -1: none.
     ConfigDef("request.read.timeout.ms", LONG, "30000", min=-1),
+    # Ours: a partial request gaining fewer bytes a second than this over the last
+    # request.read.min.rate.window.ms of being read is dropped (server/request_progress.py);
+    # 0 or -1: no minimum. The window is long enough for a few TCP retransmission timeouts
+    # (1 s, 2 s, 4 s) of a client on a lossy link.
+    ConfigDef("request.read.min.bytes.per.second", LONG, "1024", min=-1),
+    ConfigDef("request.read.min.rate.window.ms", LONG, "10000", min=1),
     # Ours: an event-loop callback that holds every request up longer than this is logged
     # with the code it ran and counted (kbroker/loop_stalls.py); -1: not watched.
     ConfigDef("event.loop.stall.threshold.ms", INT, "100", min=-1),

@@ -351,6 +351,21 @@ class BrokerMetrics:
             "Connections not read until the request memory pool has room.",
         )
         out.sample("kbroker_request_memory_waiting_connections", (), server.pool.waiting)
+        out.family(
+            "kbroker_connections_expired_total",
+            "counter",
+            "Connections closed by the broker's sweep: idle, request read timeout, request "
+            "arriving below request.read.min.bytes.per.second, client gone while not read.",
+        )
+        for kind, count in sorted(server.closed_by_sweep.items()):
+            out.sample("kbroker_connections_expired_total", (("reason", kind),), count)
+        out.family(
+            "kbroker_connections_authenticating",
+            "gauge",
+            "Connections of a SASL listener accepted and not authenticated yet.",
+        )
+        for listener, count in sorted(server.in_authentication.items()):
+            out.sample("kbroker_connections_authenticating", (("listener", listener),), count)
         out.family("kbroker_connections", "gauge", "Open client connections, by listener.")
         for listener, count in sorted(server.quotas.by_listener.items()):
             out.sample("kbroker_connections", (("listener", listener),), count)

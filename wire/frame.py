@@ -262,6 +262,16 @@ class FrameDecoder:
             frames += self.buffer_updated(n)
         return frames
 
+    @property
+    def partial_size(self) -> int:
+        """The announced size of the large payload being filled (0: none)."""
+        return self._size if self._chunks is not None else 0
+
+    @property
+    def partial_reserved(self) -> int:
+        """The bytes reserved for the large payload being filled (0: none)."""
+        return self._capacity if self._chunks is not None else 0
+
     def buffered(self) -> int:
         """Bytes held back waiting for the rest of a frame."""
         return self._end - self._start + (self._filled if self._chunks is not None else 0)

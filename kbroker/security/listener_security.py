@@ -49,6 +49,10 @@ class SaslSettings:
     # connection.failed.authentication.delay.ms: a failed client waits this long for its
     # answer, so password guessing is slow.
     failure_delay_ms: int
+    # Ours (issue 29): the time a client has to authenticate, and how many connections may
+    # be authenticating at once.
+    authentication_timeout_ms: int = 10_000
+    max_in_authentication: int = 1000
 
     def new_session(self) -> SaslSession:
         return SaslSession(
@@ -137,6 +141,12 @@ def _sasl_settings(
         max_receive_size=config.listener_value(listener, "sasl.server.max.receive.size"),
         reauth_ms=config.listener_value(listener, "connections.max.reauth.ms"),
         failure_delay_ms=config.get("connection.failed.authentication.delay.ms"),
+        authentication_timeout_ms=config.listener_value(
+            listener, "sasl.server.authentication.timeout.ms"
+        ),
+        max_in_authentication=config.listener_value(
+            listener, "sasl.server.max.connections.in.authentication"
+        ),
     )
 
 

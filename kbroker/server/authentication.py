@@ -10,6 +10,11 @@ kbroker.security.sasl_session's; this adds what the connection needs around it:
   after ``connection.failed.authentication.delay.ms``, then the connection is closed;
   a request other than ApiVersions, SaslHandshake and SaslAuthenticate before
   authentication closes it at once, as Kafka does;
+- ours (issue 29): at most MAX_REQUESTS_BEFORE_AUTHENTICATION requests (ApiVersions and
+  the SASL ones) before the client has authenticated, then the connection is closed: a
+  client needs a handful (ApiVersions, SaslHandshake, one to three SaslAuthenticate), and
+  an unauthenticated connection looping on ApiVersions would otherwise cost the broker a
+  request a turn until the authentication timeout;
 - KIP-368: the session's lifetime (``connections.max.reauth.ms``) is told to the client in
   SaslAuthenticate v1+; a request arriving after it expired, without a re-authentication,
   closes the connection.
@@ -25,6 +30,8 @@ from wire.errors import ErrorCode
 from wire.messages.request_header import RequestHeader
 from wire.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from wire.messages.sasl_handshake_response import SaslHandshakeResponse
+
+MAX_REQUESTS_BEFORE_AUTHENTICATION = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +55,7 @@ class ChannelAuthenticator:
         self._session = settings.new_session()
         self._broker_frame_limit = frame_limit
         self._expires_at: float | None = None
+        self._requests_before_authentication = 0
 
     @property
     def principal(self) -> str | None:
@@ -65,7 +73,24 @@ class ChannelAuthenticator:
         session = self._session
         return session.raw_tokens and not session.authenticated and not session.failed
 
+    def _over_budget(self) -> Outcome | None:
+        """Count a request of a client not authenticated yet; the closing outcome once it
+        has sent more than it could need."""
+        if self._session.principal is not None:
+            return None
+        self._requests_before_authentication += 1
+        if self._requests_before_authentication <= MAX_REQUESTS_BEFORE_AUTHENTICATION:
+            return None
+        return Outcome(
+            None,
+            close=True,
+            reason=f"more than {MAX_REQUESTS_BEFORE_AUTHENTICATION} requests before authentication",
+        )
+
     def raw_token(self, token: bytes, now: float) -> Outcome:
+        refused = self._over_budget()
+        if refused is not None:
+            return refused
         result = self._session.authenticate(token)
         if result.error != ErrorCode.NONE:
             # A v0 client has no way to read an error: the connection just closes.
@@ -80,6 +105,9 @@ class ChannelAuthenticator:
 
     def request(self, header: RequestHeader, body: object, now: float) -> Outcome | None:
         """The gate's answer to a request, or None when it goes on to its handler."""
+        refused = self._over_budget()
+        if refused is not None:
+            return refused
         api_key = header.request_api_key
         session = self._session
         if api_key == SASL_HANDSHAKE:

@@ -28,6 +28,7 @@ import contextvars
 import itertools
 import logging
 import os
+import select
 import socket
 import struct
 import time
@@ -37,7 +38,10 @@ from dataclasses import dataclass
 from kbroker.log.file_region import FileRegion
 from kbroker.security.listener_security import ANONYMOUS, PLAINTEXT_LISTENER, ListenerSecurity
 from kbroker.server.authentication import ChannelAuthenticator, Outcome
+from kbroker.server.fair_share import Verdict
 from kbroker.server.memory_pool import MemoryPool
+from kbroker.server.request_progress import ProgressMeter
+from kbroker.server.turns import StartGate
 from wire.errors import DecodeError
 from wire.frame import (
     FrameDecoder,
@@ -118,6 +122,14 @@ def _log_refusal(key: str, message: str) -> None:
     log.info(message)
 
 
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    """Why the sweep closes a connection: a short name (a metric label) and the log text."""
+
+    kind: str
+    reason: str
+
+
 class CloseConnection(Exception):
     """Raised by a handler when the protocol says to drop the connection."""
 
@@ -128,13 +140,50 @@ class ConnectionLimits:
     a connection with no request in progress and no bytes read or written for that long is
     closed. ``request_read_seconds`` (request.read.timeout.ms) bounds how long a request may
     take to arrive once its first byte did, so a client trickling a frame cannot hold its
-    buffer for ever."""
+    buffer for ever; ``min_read_bytes_per_second`` (request.read.min.bytes.per.second) drops
+    it sooner when it arrives slower than that over ``read_rate_window_seconds``
+    (request.read.min.rate.window.ms) of reading (request_progress.py)."""
 
     max_frame_bytes: int
     max_queued_frames: int = 64
     max_queued_bytes: int = 100 * 1024 * 1024
     idle_seconds: float | None = 600.0
     request_read_seconds: float | None = 30.0
+    min_read_bytes_per_second: float | None = None
+    read_rate_window_seconds: float = 10.0
+
+
+class _RequestBudget:
+    """One connection's frame decoder's MemoryBudget: the shared pool, where a growth step
+    of a partial request must also pass the fair-share rule (fair_share.py)."""
+
+    __slots__ = ("pool", "owner", "address", "decoder", "verdict", "trusted")
+
+    def __init__(self, pool: MemoryPool, owner: object) -> None:
+        self.pool = pool
+        self.owner = owner
+        self.address = "?"
+        self.decoder: FrameDecoder | None = None
+        self.verdict = Verdict.GRANTED
+        # False while a SASL listener's client has not authenticated.
+        self.trusted = True
+
+    def try_reserve(self, nbytes: int) -> bool:
+        assert self.decoder is not None
+        pool = self.pool
+        self.verdict = pool.fair_share.decide(
+            self.owner, self.address, self.decoder.partial_size, nbytes, pool.used, self.trusted
+        )
+        if self.verdict is not Verdict.GRANTED:
+            return False
+        pool.force_reserve(nbytes)
+        return True
+
+    def force_reserve(self, nbytes: int) -> None:
+        self.pool.force_reserve(nbytes)
+
+    def release(self, nbytes: int) -> None:
+        self.pool.release(nbytes)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -150,8 +199,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         shared_staging: bytearray | None = None,
         security: ListenerSecurity = PLAINTEXT_LISTENER,
         report: Callable[[str, str], None] | None = None,
+        authenticated: Callable[[], None] | None = None,
+        gate: StartGate | None = None,
     ) -> None:
         self._handle = handle
+        # Requests of one address take turns with other addresses' (turns.py).
+        self._gate = gate
+        # Called once the SASL client has authenticated (it leaves the listener's count of
+        # connections in authentication).
+        self._authenticated = authenticated
         self._security = security
         # Logs a refused client once per burst (listener.BurstLog): key, message.
         self._report = report if report is not None else _log_refusal
@@ -163,7 +219,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._on_close = on_close
         self.connection_id = next(_CONNECTION_IDS)
         self._pool = pool if pool is not None else MemoryPool(None)
-        self._decoder = FrameDecoder(limits.max_frame_bytes, self._pool, shared_staging)
+        self._budget = _RequestBudget(self._pool, self)
+        self._decoder = FrameDecoder(limits.max_frame_bytes, self._budget, shared_staging)
+        self._budget.decoder = self._decoder
+        # The bytes of a partial large request this connection holds by the fair-share rule.
+        self._share_held = 0
         self._frames: collections.deque[memoryview] = collections.deque()
         self._queued_bytes = 0
         # Reading stops while the queue is full or the memory pool is spent; it resumes when
@@ -177,14 +237,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._handling_bytes = 0
         self._write_charge = 0
         # For the idle and request-read timeouts (time.monotonic()).
-        self.last_activity = time.monotonic()
+        self.last_activity = self._accepted_at = time.monotonic()
         self._partial_since: float | None = None
+        self._progress = (
+            ProgressMeter(limits.min_read_bytes_per_second, limits.read_rate_window_seconds)
+            if limits.min_read_bytes_per_second is not None
+            else None
+        )
         self._frame_arrived = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
         self._transport: asyncio.Transport | None = None
         # The plaintext socket's descriptor, for sendfile without asyncio (-1: none).
         self._socket_fd = -1
+        # The socket's descriptor whatever the security, to see a client hang up while its
+        # socket is not read (-1: none).
+        self._poll_fd = -1
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self.peer = "?"
@@ -205,9 +273,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._client_host = f"/{peer[0]}" if peer else "/"
         self._client_port = int(peer[1]) if peer else 0
+        self._budget.address = str(peer[0]) if peer else "?"
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._poll_fd = sock.fileno()
         security = self._security
         if sock is not None and security.tls is None:
             self._socket_fd = sock.fileno()
@@ -224,6 +294,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if security.sasl is not None:
             self._authenticator = ChannelAuthenticator(security.sasl, self._limits.max_frame_bytes)
             self._decoder.max_frame_size = self._authenticator.frame_limit
+            self._budget.trusted = False
         self._worker = asyncio.get_running_loop().create_task(self._serve())
 
     def _refuse(self, reason: str) -> None:
@@ -250,6 +321,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         else:
             self._partial_since = None
         if frames:
+            if self._progress is not None:
+                self._progress.restart()
             for frame in frames:
                 self._frames.append(frame)
                 self._queued_bytes += len(frame)
@@ -259,23 +332,49 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 or self._queued_bytes >= self._limits.max_queued_bytes
             ):
                 self._queue_full = True
-        # Back-pressure: a request buffer the pool would not grow, or complete requests that
-        # took the pool past its capacity, stop this socket until memory is released.
+        self._account_share()
+        # Back-pressure: a request buffer the pool (or the fair-share rule) would not grow,
+        # or complete requests that took the pool past its capacity, stop this socket until
+        # memory is released.
         if (decoder.starved or (frames and self._pool.exhausted)) and not self._waiting_for_memory:
             self._waiting_for_memory = True
-            self._pool.wait(self._memory_released)
+            self._wait_for_memory()
         self._update_reading()
 
-    def _memory_released(self) -> bool:
+    def _account_share(self) -> None:
+        """Tell the fair-share rule what this connection's partial large request holds now."""
+        decoder = self._decoder
+        pool = self._pool
+        held = 0
+        if decoder.partial_size and pool.fair_share.is_large(
+            decoder.partial_size, self._budget.trusted
+        ):
+            held = decoder.partial_reserved
+        if held == self._share_held:
+            return
+        gave_back = held < self._share_held
+        self._share_held = held
+        pool.fair_share.hold(self, self._budget.address, held)
+        if gave_back:
+            pool.share_released()
+
+    def _wait_for_memory(self) -> None:
+        if self._decoder.starved and self._budget.verdict is Verdict.OVER_SHARE:
+            self._pool.wait_for_share(self._memory_released)
+        else:
+            self._pool.wait(self._memory_released)
+
+    def _memory_released(self) -> None:
         """Pool waiter: resume reading once the decoder has the memory it waits for."""
         if self._closing:
             self._waiting_for_memory = False
-            return True
+            return
         if not self._decoder.retry_grow():
-            return False
+            self._wait_for_memory()
+            return
+        self._account_share()
         self._waiting_for_memory = False
         self._update_reading()
-        return True
 
     def _update_reading(self) -> None:
         pause = self._queue_full or self._waiting_for_memory or self._muted
@@ -301,12 +400,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing = True
         # The descriptor is closed now and may be reused by another connection's socket.
         self._socket_fd = -1
+        self._poll_fd = -1
         self._writable.set()
         self._frame_arrived.set()
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
         self._release_queued()
         self._decoder.close()
+        self._account_share()
         self._pool.release(self._write_charge)
         self._write_charge = 0
         self._on_close(self)
@@ -339,9 +440,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queued_bytes = 0
         self._handling_bytes = 0
 
-    def expired(self, now: float) -> str | None:
+    def expired(self, now: float) -> Expiry | None:
         """Why the connection should be closed by the timeouts, or None."""
         limits = self._limits
+        if self._reading_paused and self._hung_up():
+            return Expiry("hung_up", "closed by the client while not read")
+        sasl = self._security.sasl
+        if (
+            sasl is not None
+            and not self._budget.trusted
+            and now - self._accepted_at > sasl.authentication_timeout_ms / 1000
+        ):
+            return Expiry(
+                "authentication_timeout",
+                f"not authenticated after {sasl.authentication_timeout_ms / 1000:g} s "
+                f"(sasl.server.authentication.timeout.ms)",
+            )
+        progress = self._progress
+        if progress is not None and progress.too_slow(
+            now, self._decoder.buffered(), not self._reading_paused
+        ):
+            return Expiry(
+                "slow_request",
+                f"request arriving at less than {limits.min_read_bytes_per_second:g} bytes/s "
+                f"(request.read.min.bytes.per.second)",
+            )
         since = self._partial_since
         if (
             since is not None
@@ -349,7 +472,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             and not self._reading_paused
         ):
             if now - since > limits.request_read_seconds:
-                return f"request incomplete after {limits.request_read_seconds:g} s"
+                return Expiry(
+                    "read_timeout", f"request incomplete after {limits.request_read_seconds:g} s"
+                )
         # Idle: nothing read or written for that long and no request being handled; a
         # partial request counts as idle too (Kafka's rule), unless we stopped reading it.
         if (
@@ -359,8 +484,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
             and not self._handling_bytes
             and not self._reading_paused
         ):
-            return f"idle for more than {limits.idle_seconds:g} s"
+            return Expiry("idle", f"idle for more than {limits.idle_seconds:g} s")
         return None
+
+    def _hung_up(self) -> bool:
+        """Whether the client reset or closed its end while a request of its can no longer
+        complete: a socket we stopped reading shows no end of stream until the bytes before
+        it are read, and a client that announced a large request, sent part of it and left
+        would keep its memory for ever. Linux's POLLRDHUP tells without reading. A client
+        that only shut down its sending side after whole requests still gets its answers."""
+        if self._poll_fd < 0:
+            return False
+        poller = select.poll()
+        poller.register(self._poll_fd, select.POLLRDHUP)
+        events = poller.poll(0)
+        if not events:
+            return False
+        if events[0][1] & (select.POLLHUP | select.POLLERR):
+            return True
+        return self._decoder.buffered() > 0
 
     def abort(self) -> None:
         self._closing = True
@@ -422,6 +564,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _serve_one(self, frame: memoryview) -> bool:
         """Handle one request; False means the connection must be closed."""
+        if self._gate is not None:
+            await self._gate.enter(self._budget.address)
         gate = self._authenticator
         if gate is not None and gate.expects_raw_token:
             return await self._gated(gate.raw_token(bytes(frame), time.monotonic()), None)
@@ -497,6 +641,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if gate.principal is not None and gate.principal != self._principal:
             self._principal = gate.principal
             PRINCIPAL.set(gate.principal)
+        if gate.principal is not None and not self._budget.trusted:
+            self._budget.trusted = True
+            if self._authenticated is not None:
+                self._authenticated()
         self._decoder.max_frame_size = gate.frame_limit
         return True
 

@@ -36,6 +36,7 @@ from kbroker.server.connection import (
 )
 from kbroker.server.connection_quotas import ConnectionLimitsConfig, ConnectionQuotas
 from kbroker.server.memory_pool import MemoryPool
+from kbroker.server.turns import StartGate
 from wire.frame import FrameDecoder
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,10 @@ BACKLOG = 1024
 INT32_MAX = 2**31 - 1
 UNLIMITED = ConnectionLimitsConfig(INT32_MAX, INT32_MAX, INT32_MAX)
 TLS_HANDSHAKE_SECONDS = 10.0
+# At most this many requests of one client address start being handled in one turn of the
+# event loop (turns.py): enough for a host's few clients to pipeline, few enough that a
+# turn of a flooding address takes milliseconds.
+REQUESTS_PER_ADDRESS_PER_TURN = 8
 
 
 class BurstLog:
@@ -117,6 +122,11 @@ class KafkaServer:
         # Set whenever a connection closes: an acceptor waiting for a free slot retries.
         self._slot_freed = asyncio.Event()
         self._burst_log = BurstLog()
+        self.gate = StartGate(REQUESTS_PER_ADDRESS_PER_TURN)
+        # A SASL listener's connections accepted and not authenticated yet, by listener.
+        self.in_authentication: collections.Counter[str] = collections.Counter()
+        # Connections the sweep closed, by kind (connection.Expiry), for the metrics.
+        self.closed_by_sweep: collections.Counter[str] = collections.Counter()
         # One staging area for every connection's reads (wire.frame.FrameDecoder): all run on
         # this event loop, so an idle connection holds no receive buffer of its own.
         self._staging = FrameDecoder.new_staging()
@@ -130,12 +140,37 @@ class KafkaServer:
         """Call ``listener`` with each connection's id once the connection has closed."""
         self._close_listeners.append(listener)
 
+    def _authentication_ticket(self, listener: str) -> Callable[[], None]:
+        """Count a SASL listener's connection as authenticating; the function returned
+        (idempotent) takes it off the count when it authenticates or goes."""
+        self.in_authentication[listener] += 1
+        counted = True
+
+        def leave() -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                self.in_authentication[listener] -= 1
+                self._slot_freed.set()
+
+        return leave
+
+    def _authentication_room(self, listener: str) -> bool:
+        sasl = self._security[listener].sasl
+        return sasl is None or self.in_authentication[listener] < sasl.max_in_authentication
+
     def _new_connection(
-        self, listener_name: str | None, ip: str, security: ListenerSecurity
+        self,
+        listener_name: str | None,
+        ip: str,
+        security: ListenerSecurity,
+        authenticated: Callable[[], None] | None,
     ) -> KafkaConnection:
         def closed(connection: KafkaConnection) -> None:
             self._connections.discard(connection)
             self.quotas.close(listener_name or "", ip)
+            if authenticated is not None:
+                authenticated()
             self._slot_freed.set()
             for listener in self._close_listeners:
                 listener(connection.connection_id)
@@ -150,6 +185,8 @@ class KafkaServer:
             shared_staging=self._staging,
             security=security,
             report=self._burst_log.log,
+            authenticated=authenticated,
+            gate=self.gate,
         )
         self._connections.add(connection)
         return connection
@@ -203,6 +240,19 @@ class KafkaServer:
                 while not quotas.slot_available(listener):
                     self._slot_freed.clear()
                     await self._slot_freed.wait()
+            if not self._authentication_room(listener):
+                self._burst_log.log(
+                    f"authenticating:{listener}",
+                    "listener %s has %d connections authenticating "
+                    "(sasl.server.max.connections.in.authentication): not accepting until one "
+                    "authenticates or closes",
+                    listener or "unnamed",
+                    self.in_authentication[listener],
+                )
+                while not self._authentication_room(listener):
+                    self._slot_freed.clear()
+                    await self._slot_freed.wait()
+                continue
             delay = quotas.creation_delay(listener, time.monotonic())
             if delay > 0:
                 self._burst_log.log(
@@ -243,10 +293,13 @@ class KafkaServer:
                 conn.close()
                 continue
             security = self._security[listener]
+            ticket = self._authentication_ticket(listener) if security.sasl is not None else None
             if security.tls is None:
-                await self._start_connection(conn, ip, listener_name, security)
+                await self._start_connection(conn, ip, listener_name, security, ticket)
                 continue
-            task = loop.create_task(self._start_connection(conn, ip, listener_name, security))
+            task = loop.create_task(
+                self._start_connection(conn, ip, listener_name, security, ticket)
+            )
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
 
@@ -256,12 +309,13 @@ class KafkaServer:
         ip: str,
         listener_name: str | None,
         security: ListenerSecurity,
+        authentication_ticket: Callable[[], None] | None,
     ) -> None:
         loop = asyncio.get_running_loop()
         made: list[KafkaConnection] = []
 
         def protocol() -> KafkaConnection:
-            made.append(self._new_connection(listener_name, ip, security))
+            made.append(self._new_connection(listener_name, ip, security, authentication_ticket))
             return made[0]
 
         try:
@@ -290,6 +344,8 @@ class KafkaServer:
                 # The TLS layer made the protocol but never connected it.
                 self._connections.discard(made[0])
             self.quotas.close(listener_name or "", ip)
+            if authentication_ticket is not None:
+                authentication_ticket()
             self._slot_freed.set()
             conn.close()
 
@@ -302,14 +358,21 @@ class KafkaServer:
         """Close the connections the timeouts have expired; returns how many."""
         reasons: dict[str, list[str]] = {}
         for connection in list(self._connections):
-            reason = connection.expired(now)
-            if reason is not None:
-                reasons.setdefault(reason, []).append(connection.peer)
+            expiry = connection.expired(now)
+            if expiry is not None:
+                reasons.setdefault(expiry.reason, []).append(connection.peer)
+                self.closed_by_sweep[expiry.kind] += 1
                 connection.abort()
-        # One line per reason and sweep, not one per connection: a flood of stalled clients
-        # must not flood the log too.
+        # One line per reason and burst, not one per connection or sweep: a flood of stalled
+        # clients must not flood the log too.
         for reason, peers in reasons.items():
-            log.info("closed %d connection(s) (%s): %s", len(peers), reason, ", ".join(peers[:5]))
+            self._burst_log.log(
+                f"sweep:{reason}",
+                "closed %d connection(s) (%s): %s",
+                len(peers),
+                reason,
+                ", ".join(peers[:5]),
+            )
         return sum(len(peers) for peers in reasons.values())
 
     async def close(self, grace_seconds: float = 5.0) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kbroker.security.listener_security import SaslSettings
 from kbroker.security.plain import PlainExchange
-from kbroker.server.authentication import ChannelAuthenticator
+from kbroker.server.authentication import MAX_REQUESTS_BEFORE_AUTHENTICATION, ChannelAuthenticator
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
 from wire.messages.request_header import RequestHeader
@@ -117,3 +117,23 @@ def test_reauthentication_must_keep_the_principal() -> None:
     changed = authenticate(g, b"\0bob\0pw2")
     assert changed.close
     assert "Cannot change principals" in changed.response.error_message  # type: ignore[attr-defined]
+
+
+def test_a_client_looping_before_authentication_is_closed() -> None:
+    """Issue 29: ApiVersions is allowed before authentication, but not without end."""
+    g = gate()
+    for _ in range(MAX_REQUESTS_BEFORE_AUTHENTICATION):
+        assert g.request(header(ApiKey.API_VERSIONS, 3), object(), 0.0) is None
+    refused = g.request(header(ApiKey.API_VERSIONS, 3), object(), 0.0)
+    assert refused is not None and refused.close
+    assert "requests before authentication" in (refused.reason or "")
+
+
+def test_requests_after_authentication_are_not_counted() -> None:
+    g = gate()
+    for _ in range(MAX_REQUESTS_BEFORE_AUTHENTICATION - 2):
+        assert g.request(header(ApiKey.API_VERSIONS, 3), object(), 0.0) is None
+    handshake(g)
+    assert not authenticate(g, b"\0alice\0pw").close
+    for _ in range(3 * MAX_REQUESTS_BEFORE_AUTHENTICATION):
+        assert g.request(header(ApiKey.METADATA), object(), 1.0) is None

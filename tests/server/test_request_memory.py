@@ -188,3 +188,140 @@ async def test_partial_request_is_closed_as_idle_without_a_read_timeout(
     stalled.writer.write(padded_api_versions(1, 50_000)[:1000])
     assert await stalled.closed_by_peer(timeout=5)
     await stalled.close()
+
+
+async def test_well_behaved_client_is_served_while_partial_large_requests_hold_their_shares(
+    start_broker: StartBroker,
+) -> None:
+    """Issue 29: connections that announce large requests and send part of them can take
+    only their shares of the pool outside the reserve; a client's ordinary requests still
+    arrive and are answered."""
+    mb = 1024 * 1024
+    broker = await start_broker(
+        socket_request_max_bytes=str(20 * mb), queued_max_request_bytes=str(20 * mb)
+    )
+    pool = broker.server.pool
+    hogs = [await RawClient.connect(broker.port) for _ in range(12)]
+    for hog in hogs:
+        # 12 x 2 MB sent of 20 MB announced: more than the whole pool.
+        hog.writer.write(padded_api_versions(1, 20 * mb - 100)[: 2 * mb])
+    await wait_until(lambda: pool.waiting >= len(hogs) - 2, timeout=30)
+    assert pool.fair_share.large_held <= 15 * mb
+    client = await RawClient.connect(broker.port)
+    for correlation_id in (7, 8):
+        client.writer.write(padded_api_versions(correlation_id, 900_000))
+        size = struct.unpack(">i", await asyncio.wait_for(client.reader.readexactly(4), 10))[0]
+        answer = await client.reader.readexactly(size)
+        assert struct.unpack(">i", answer[:4])[0] == correlation_id
+    await assert_serving(broker)
+    await client.close()
+    # The hogs reset their connections with most of their bytes unsent (a plain close
+    # would queue the FIN behind them): their memory comes back although the broker is
+    # not reading their sockets.
+    for hog in hogs:
+        sock = hog.writer.transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        hog.writer.transport.abort()
+    await wait_until(lambda: pool.fair_share.holders == 0)
+    await wait_until(lambda: pool.used == 0)
+
+
+async def test_a_request_trickling_below_the_minimum_rate_is_dropped(
+    start_broker: StartBroker,
+) -> None:
+    from kbroker.metrics import BrokerMetrics
+
+    broker = await start_broker(
+        request_read_min_bytes_per_second="1000", request_read_min_rate_window_ms="1500"
+    )
+    trickler = await RawClient.connect(broker.port)
+    steady = await RawClient.connect(broker.port)
+    frame = padded_api_versions(1, 20_000)
+    started = time.monotonic()
+    sent = 0
+    # A byte every 50 ms (20 bytes/s) for the trickler; 2,000 bytes/s for the steady one,
+    # whose request must survive although it takes longer than the window.
+    while not trickler.reader.at_eof() and time.monotonic() - started < 10:
+        trickler.writer.write(frame[sent : sent + 1])
+        steady.writer.write(frame[sent * 100 : (sent + 1) * 100])
+        sent += 1
+        await asyncio.sleep(0.05)
+    assert await trickler.closed_by_peer(timeout=1)
+    assert time.monotonic() - started < 8
+    steady.writer.write(frame[sent * 100 :])
+    size = struct.unpack(">i", await asyncio.wait_for(steady.reader.readexactly(4), 10))[0]
+    assert struct.unpack(">i", (await steady.reader.readexactly(size))[:4])[0] == 1
+    text = BrokerMetrics(broker).render()
+    assert 'kbroker_connections_expired_total{reason="slow_request"} 1' in text
+    for client in (trickler, steady):
+        await client.close()
+
+
+async def test_a_flooding_address_does_not_hold_up_another_addresses_request(
+    start_broker: StartBroker,
+) -> None:
+    """Issue 29, item 2: 50 connections from 127.0.0.2 pipelining ApiVersions; a request
+    from 127.0.0.1 waits for a few turns of theirs, not for every queued request."""
+    from kbroker.server.connection import CLIENT_HOST
+
+    broker = await start_broker()
+    handled = {"/127.0.0.2": 0}
+    waited: list[int] = []
+    handle = broker.server._handle
+
+    async def counting(header: RequestHeader, body: object) -> object | None:
+        host = CLIENT_HOST.get()
+        if host == "/127.0.0.2":
+            handled[host] += 1
+        elif header.correlation_id == 99:
+            waited.append(handled["/127.0.0.2"] - sent_at[0])
+        return await handle(header, body)
+
+    broker.server._handle = counting
+    flood = b"".join(padded_api_versions(i, 0) for i in range(1000))
+    flooders = []
+    for _ in range(50):
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", broker.port, local_addr=("127.0.0.2", 0)
+        )
+        flooders.append(RawClient(reader, writer))
+
+    async def drain(client: RawClient) -> None:
+        while await client.reader.read(65536):
+            pass
+
+    readers = [asyncio.create_task(drain(f)) for f in flooders]
+    client = await RawClient.connect(broker.port)
+    for flooder in flooders:
+        flooder.writer.write(flood)
+    await wait_until(lambda: handled["/127.0.0.2"] > 2000)
+    sent_at = [handled["/127.0.0.2"]]
+    client.writer.write(padded_api_versions(99, 0))
+    size = struct.unpack(">i", await asyncio.wait_for(client.reader.readexactly(4), 30))[0]
+    await client.reader.readexactly(size)
+    assert handled["/127.0.0.2"] < 50 * 1000, "the flood was over before the client's turn"
+    assert waited and waited[0] < 500
+    for c in [client, *flooders]:
+        await c.close()
+    for task in readers:
+        task.cancel()
+
+
+async def test_a_client_that_shut_down_its_sending_side_still_gets_its_answers(
+    start_broker: StartBroker,
+) -> None:
+    """A client may send its requests, shut down writing and read the answers: the check
+    for clients gone while not read (POLLRDHUP) leaves it alone."""
+    broker = await start_broker()
+    sock = socket.create_connection(("127.0.0.1", broker.port))
+    sock.sendall(b"".join(padded_api_versions(i, 0) for i in range(1000)))
+    sock.shutdown(socket.SHUT_WR)
+    connections = broker.server._connections
+    await wait_until(lambda: any(c._reading_paused for c in connections))
+    assert broker.server.close_expired(time.monotonic()) == 0
+    sock.setblocking(False)
+    reader = RawClient(*await asyncio.open_connection(sock=sock))
+    for i in range(1000):
+        size = struct.unpack(">i", await asyncio.wait_for(reader.reader.readexactly(4), 10))[0]
+        assert struct.unpack(">i", (await reader.reader.readexactly(size))[:4])[0] == i
+    await reader.close()
