@@ -38,6 +38,8 @@ FIRST_ABORTED_VERSION = 4
 
 # Flexible: compact array length (0 null, 1 empty) as one byte, then the preferred replica.
 _FIXED_FLEXIBLE = struct.Struct(">ihqqqBi")
+# The same with an empty records field (compact length 1) and an empty tagged-field buffer.
+_NOTHING_FLEXIBLE = struct.Struct(">ihqqqBiBB")
 _FIXED_V11 = struct.Struct(">ihqqqii")
 _FIXED_V5 = struct.Struct(">ihqqqi")
 _FIXED_V4 = struct.Struct(">ihqqi")
@@ -89,9 +91,15 @@ class FetchedPartitionData(PartitionData):
             self.high_watermark,
             self.last_stable_offset,
         )
+        records = self.records
         if version >= FIRST_FLEXIBLE_VERSION:
-            w.pack(_FIXED_FLEXIBLE, *head, self.log_start_offset, aborted is not None, -1)
-            w.records(self.records, True)
+            has_aborted = aborted is not None
+            if type(records) is bytes and not records:
+                # Nothing new, the common answer: records length (compact 1) and no tags.
+                w.pack(_NOTHING_FLEXIBLE, *head, self.log_start_offset, has_aborted, -1, 1, 0)
+                return
+            w.pack(_FIXED_FLEXIBLE, *head, self.log_start_offset, has_aborted, -1)
+            w.records(records, True)
             w.buf.append(0)
             return
         count = -1 if aborted is None else 0
@@ -101,4 +109,4 @@ class FetchedPartitionData(PartitionData):
             w.pack(_FIXED_V5, *head, self.log_start_offset, count)
         else:
             w.pack(_FIXED_V4, *head, count)
-        w.records(self.records, False)
+        w.records(records, False)

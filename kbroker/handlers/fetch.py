@@ -110,8 +110,7 @@ def _read_partition(
         if wanted.current_leader_epoch != NO_EPOCH:
             check_leader_epoch(partition, wanted.current_leader_epoch)
         log = partition.log
-        high_watermark = partition.high_watermark
-        last_stable_offset = partition.last_stable_offset
+        high_watermark, last_stable_offset, log_start_offset = partition.read_offsets()
         if from_follower:
             max_offset = log.log_end_offset
         elif read_committed:
@@ -124,7 +123,7 @@ def _read_partition(
         if found is None:
             return (
                 FetchedPartitionData(
-                    wanted.partition, high_watermark, last_stable_offset, log.log_start_offset, b""
+                    wanted.partition, high_watermark, last_stable_offset, log_start_offset, b""
                 ),
                 0,
             )
@@ -148,7 +147,7 @@ def _read_partition(
         wanted.partition,
         high_watermark,
         last_stable_offset,
-        log.log_start_offset,
+        log_start_offset,
         records,
         aborted,
     )
@@ -320,10 +319,8 @@ def _idle(
     partition = broker.partition(name, wanted.partition)
     if partition is None:
         return False
-    hw = partition.high_watermark
-    lso = partition.last_stable_offset
-    current = (hw, lso, partition.log.log_start_offset)
-    end = lso if read_committed else hw
+    current = partition.read_offsets()
+    end = current[1] if read_committed else current[0]
     return context.idle((name, wanted.partition), current, end, wanted.fetch_offset)
 
 
