@@ -358,27 +358,26 @@ async def _fetch(
     if replica >= 0:
         _record_follower_fetch(broker, request, names_allowed, replica)
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
-    keys = [
-        (name, wanted.partition)
-        for topic, name in zip(request.topics, names_allowed, strict=True)
-        if name is not None
-        for wanted in topic.partitions
-    ]
     stale_high_watermark = (
         replica >= 0
         and version >= FIRST_FOLLOWER_HIGH_WATERMARK_VERSION
         and _follower_high_watermark_behind(broker, request, names_allowed)
     )
+    # The partitions to wait on, listed only when the first pass finds too little.
+    keys: list[tuple[str, int]] | None = None
     while True:
         response, total, any_error = _fetch_once(broker, request, version, names, denied, idle)
         remaining = deadline - time.monotonic()
-        if (
-            total >= request.min_bytes
-            or any_error
-            or remaining <= 0
-            or not keys
-            or stale_high_watermark
-        ):
+        if total >= request.min_bytes or any_error or remaining <= 0 or stale_high_watermark:
+            return response, total
+        if keys is None:
+            keys = [
+                (name, wanted.partition)
+                for topic, name in zip(request.topics, names_allowed, strict=True)
+                if name is not None
+                for wanted in topic.partitions
+            ]
+        if not keys:
             return response, total
         if not await broker.fetch_purgatory.wait(keys, remaining):
             response, total, _ = _fetch_once(broker, request, version, names, denied, idle)
