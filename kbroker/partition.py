@@ -71,9 +71,17 @@ class Partition:
         """The LSO: below it every transaction is decided (KIP-98); min(first offset of the
         open or not yet replicated transactions, high watermark), and never below the log
         start offset (DeleteRecords may pass an open transaction's start, as in Kafka)."""
-        hw = self.high_watermark
-        first = self.log.producers.first_unstable_offset(hw)
-        return hw if first is None else max(min(first, hw), self.log.log_start_offset)
+        return self.read_offsets()[1]
+
+    def read_offsets(self) -> tuple[int, int, int]:
+        """(high watermark, last stable offset, log start offset) at once, as every partition
+        of every Fetch answer carries them."""
+        leader = self._leader
+        hw = leader.high_watermark if leader is not None else self._high_watermark
+        log = self.log
+        start = log.log_start_offset
+        first = log.producers.first_unstable_offset(hw)
+        return hw, (hw if first is None else max(min(first, hw), start)), start
 
     # Role changes ----------------------------------------------------------------------
 

@@ -286,6 +286,9 @@ class ProducerStateManager:
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The lowest first offset of the open transactions and of those whose marker is at
         or above `high_watermark` (those below it are forgotten); None when there is none."""
+        if not self._unreplicated and not self._ongoing:
+            # The common case, asked for every partition of every Fetch: no transaction.
+            return None
         self.on_high_watermark(high_watermark)
         firsts = [t.first_offset for t in self._unreplicated]
         firsts.extend(self._ongoing.values())

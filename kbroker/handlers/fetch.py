@@ -46,6 +46,7 @@ from kbroker.authorization import authorize
 from kbroker.fetch_sessions import FetchContext
 from kbroker.handlers.common import (
     LEADER_MOVED,
+    NO_EPOCH,
     READ_COMMITTED,
     broker_endpoints,
     check_leader_epoch,
@@ -58,6 +59,7 @@ from kbroker.log.file_region import FileRegion
 from kbroker.quotas import CONSUMER_BYTE_RATE
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
+from wire.fetch_partition import FetchedPartitionData
 from wire.messages.fetch_request import FetchPartition, FetchRequest
 from wire.messages.fetch_response import (
     AbortedTransaction,
@@ -93,66 +95,75 @@ def _read_partition(
     broker: Broker,
     topic: str,
     wanted: FetchPartition,
-    version: int,
+    magic: int | None,
     limit: int,
     min_one_batch: bool,
     from_follower: bool,
     read_committed: bool,
-) -> PartitionData:
-    records: bytes | FileRegion = b""
-    end_offset = wanted.fetch_offset
+) -> tuple[PartitionData, int]:
+    """The partition's answer and the bytes of records it carries. ``magic``: the message
+    format to down-convert to (Fetch v0-v3), None for RecordBatch v2."""
     try:
-        partition = leader_partition(broker, topic, wanted.partition)
-        check_leader_epoch(partition, wanted.current_leader_epoch)
-        last_stable_offset = partition.last_stable_offset
+        partition = broker.partition(topic, wanted.partition)
+        if partition is None:
+            partition = leader_partition(broker, topic, wanted.partition)
+        if wanted.current_leader_epoch != NO_EPOCH:
+            check_leader_epoch(partition, wanted.current_leader_epoch)
+        log = partition.log
+        high_watermark, last_stable_offset, log_start_offset = partition.read_offsets()
         if from_follower:
-            max_offset = partition.log.log_end_offset
+            max_offset = log.log_end_offset
         elif read_committed:
             max_offset = last_stable_offset
         else:
-            max_offset = partition.high_watermark
-        found = partition.log.read_with_end(
+            max_offset = high_watermark
+        found = log.read_with_end(
             wanted.fetch_offset, limit, max_offset=max_offset, min_one_batch=min_one_batch
         )
-        if found is not None:
-            region, end_offset = found
-            records = region
-            magic = _legacy_magic(version)
-            if magic is not None:
-                # Down-conversion decompresses: capped by the topic's max.message.bytes.
-                cap = partition.log.config.max_message_bytes
-                records = from_v2_batches(region.read(), magic, max_message_bytes=cap)
+        if found is None:
+            return (
+                FetchedPartitionData(
+                    wanted.partition, high_watermark, last_stable_offset, log_start_offset, b""
+                ),
+                0,
+            )
+        region, end_offset = found
+        records: bytes | FileRegion = region
+        size = region.nbytes
+        if magic is not None:
+            # Down-conversion decompresses: capped by the topic's max.message.bytes.
+            cap = log.config.max_message_bytes
+            records = from_v2_batches(region.read(), magic, max_message_bytes=cap)
+            size = len(records)
     except KafkaError as exc:
-        data = PartitionData(partition_index=wanted.partition, error_code=exc.code, records=b"")
-        known = broker.partition(topic, wanted.partition)
-        if known is not None:
-            data.high_watermark = known.high_watermark
-            data.last_stable_offset = known.last_stable_offset
-            data.log_start_offset = known.log.log_start_offset
-        else:
-            data.high_watermark = -1
-        return data
-    data = PartitionData(
-        partition_index=wanted.partition,
-        error_code=ErrorCode.NONE,
-        high_watermark=partition.high_watermark,
-        last_stable_offset=last_stable_offset,
-        log_start_offset=partition.log.log_start_offset,
-        records=records,
-    )
+        return _error_partition(broker, topic, wanted.partition, exc.code), 0
+    aborted = None
     if read_committed and end_offset > wanted.fetch_offset:
-        data.aborted_transactions = [
+        aborted = [
             AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
-            for t in partition.log.aborted_transactions(wanted.fetch_offset, end_offset)
+            for t in log.aborted_transactions(wanted.fetch_offset, end_offset)
         ]
+    data = FetchedPartitionData(
+        wanted.partition,
+        high_watermark,
+        last_stable_offset,
+        log_start_offset,
+        records,
+        aborted,
+    )
+    return data, size
+
+
+def _error_partition(broker: Broker, topic: str, index: int, code: int) -> PartitionData:
+    data = PartitionData(partition_index=index, error_code=code, records=b"")
+    known = broker.partition(topic, index)
+    if known is not None:
+        data.high_watermark = known.high_watermark
+        data.last_stable_offset = known.last_stable_offset
+        data.log_start_offset = known.log.log_start_offset
+    else:
+        data.high_watermark = -1
     return data
-
-
-def _size(records: object) -> int:
-    if isinstance(records, FileRegion):
-        return records.nbytes
-    assert isinstance(records, bytes | bytearray | memoryview)
-    return len(records)
 
 
 def replica_id_of(request: FetchRequest, version: int) -> int:
@@ -204,6 +215,9 @@ def _fetch_once(
     remaining = request.max_bytes if version >= 3 else INT32_MAX
     total = 0
     any_error = False
+    magic = _legacy_magic(version)
+    from_follower = replica_id_of(request, version) >= 0
+    read_committed = version >= 4 and request.isolation_level == READ_COMMITTED
     responses: list[FetchableTopicResponse] = []
     for topic, name in zip(request.topics, names, strict=True):
         partitions: list[PartitionData] = []
@@ -225,19 +239,18 @@ def _fetch_once(
                 continue
             if idle is not None and idle(name, wanted):
                 continue
-            limit = max(0, min(wanted.partition_max_bytes, remaining))
-            data = _read_partition(
+            data, size = _read_partition(
                 broker,
                 name,
                 wanted,
-                version,
-                limit,
-                min_one_batch=total == 0,
-                from_follower=replica_id_of(request, version) >= 0,
-                read_committed=version >= 4 and request.isolation_level == READ_COMMITTED,
+                magic,
+                max(0, min(wanted.partition_max_bytes, remaining)),
+                total == 0,
+                from_follower,
+                read_committed,
             )
-            any_error = any_error or data.error_code != ErrorCode.NONE
-            size = _size(data.records)
+            if data.error_code:
+                any_error = True
             total += size
             remaining -= size
             partitions.append(data)
@@ -283,9 +296,8 @@ async def handle_fetch(
     if context.incremental and not from_follower:
         read_committed = version >= 4 and request.isolation_level == READ_COMMITTED
         idle = functools.partial(_idle, broker, context, read_committed)
-    response = await _fetch(broker, request, version, names, idle)
+    response, sent = await _fetch(broker, request, version, names, idle)
     if not from_follower:
-        sent = sum(_size(p.records) for t in response.responses for p in t.partitions)
         if throttle(
             broker, header, CONSUMER_BYTE_RATE, sent, response, version >= 1, withheld=True
         ):
@@ -307,10 +319,8 @@ def _idle(
     partition = broker.partition(name, wanted.partition)
     if partition is None:
         return False
-    hw = partition.high_watermark
-    lso = partition.last_stable_offset
-    current = (hw, lso, partition.log.log_start_offset)
-    end = lso if read_committed else hw
+    current = partition.read_offsets()
+    end = current[1] if read_committed else current[0]
     return context.idle((name, wanted.partition), current, end, wanted.fetch_offset)
 
 
@@ -339,35 +349,36 @@ async def _fetch(
     version: int,
     names: list[str | None],
     idle: Callable[[str, FetchPartition], bool] | None = None,
-) -> FetchResponse:
-    """``idle``: partitions of an incremental session with nothing new, left unread."""
+) -> tuple[FetchResponse, int]:
+    """The response and the bytes of records it carries. ``idle``: partitions of an
+    incremental session with nothing new, left unread."""
     replica = replica_id_of(request, version)
     denied = _denied(broker, names, from_follower=replica >= 0)
     names_allowed = [None if n in denied else n for n in names]
     if replica >= 0:
         _record_follower_fetch(broker, request, names_allowed, replica)
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
-    keys = [
-        (name, wanted.partition)
-        for topic, name in zip(request.topics, names_allowed, strict=True)
-        if name is not None
-        for wanted in topic.partitions
-    ]
     stale_high_watermark = (
         replica >= 0
         and version >= FIRST_FOLLOWER_HIGH_WATERMARK_VERSION
         and _follower_high_watermark_behind(broker, request, names_allowed)
     )
+    # The partitions to wait on, listed only when the first pass finds too little.
+    keys: list[tuple[str, int]] | None = None
     while True:
         response, total, any_error = _fetch_once(broker, request, version, names, denied, idle)
         remaining = deadline - time.monotonic()
-        if (
-            total >= request.min_bytes
-            or any_error
-            or remaining <= 0
-            or not keys
-            or stale_high_watermark
-        ):
-            return response
+        if total >= request.min_bytes or any_error or remaining <= 0 or stale_high_watermark:
+            return response, total
+        if keys is None:
+            keys = [
+                (name, wanted.partition)
+                for topic, name in zip(request.topics, names_allowed, strict=True)
+                if name is not None
+                for wanted in topic.partitions
+            ]
+        if not keys:
+            return response, total
         if not await broker.fetch_purgatory.wait(keys, remaining):
-            return _fetch_once(broker, request, version, names, denied, idle)[0]
+            response, total, _ = _fetch_once(broker, request, version, names, denied, idle)
+            return response, total

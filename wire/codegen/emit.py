@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from wire.codegen.spec import (
     FieldSpec,
@@ -442,10 +442,10 @@ class ModuleEmitter:
 
     # ---- struct code --------------------------------------------------------------------
 
-    def segments(self, s: StructSpec, ctx: _Ctx) -> list[tuple[Cond, list[FieldSpec]]]:
+    def segments(self, fields: list[FieldSpec], ctx: _Ctx) -> list[tuple[Cond, list[FieldSpec]]]:
         """Consecutive fields grouped by the condition under which they are written in place."""
         out: list[tuple[Cond, list[FieldSpec]]] = []
-        for f in s.fields:
+        for f in fields:
             cond = cond_for(f.regular, ctx.valid, ctx)
             if out and out[-1][0] == cond:
                 out[-1][1].append(f)
@@ -499,9 +499,46 @@ class ModuleEmitter:
             f"    raise not_in_version(self, {_q(f.attr)}, version)",
         ]
 
+    def newest_prefix(self, s: StructSpec, ctx: _Ctx) -> tuple[int, list[FieldSpec]]:
+        """The leading fixed-width fields that are all in place from some version up to the
+        newest, and that version. Read with one struct at those versions, they cost one call
+        where the version tests between them cost one each (a Fetch request repeats six such
+        fields for every partition it names)."""
+        run: list[FieldSpec] = []
+        lo = ctx.valid[0]
+        for f in s.fields:
+            present = intersect(f.regular, ctx.valid)
+            if f.type not in FIXED or is_empty(present) or present[1] != ctx.valid[1]:
+                break
+            run.append(f)
+            lo = max(lo, present[0])
+        conds = {cond_for(f.regular, ctx.valid, ctx) for f in run}
+        if len(run) < 2 or len(conds) == 1:
+            return lo, []
+        return lo, run
+
     def emit_read(self, s: StructSpec, ctx: _Ctx) -> list[str]:
         body: list[str] = ["o = cls.__new__(cls)"]
-        for cond, fields in self.segments(s, ctx):
+        since, prefix = self.newest_prefix(s, ctx)
+        fields = s.fields
+        if prefix:
+            fmt = ">" + "".join(FIXED[f.type] for f in prefix)
+            targets = ", ".join(f"o.{f.attr}" for f in prefix)
+            line = f"{targets} = r.unpack({self.struct_name(fmt)})"
+            if len(line) + 8 > LINE_LIMIT:
+                line = f"({targets}) = r.unpack({self.struct_name(fmt)})"
+            older = replace(ctx, valid=(ctx.valid[0], since - 1))
+            body += [f"if version >= {since}:", *_ind([line]), "else:"]
+            body += _ind(self.read_fields(prefix, older))
+            fields = fields[len(prefix) :]
+        body += self.read_fields(fields, ctx)
+        body += self.read_tags(s, ctx)
+        body.append("return o")
+        return body
+
+    def read_fields(self, all_fields: list[FieldSpec], ctx: _Ctx) -> list[str]:
+        body: list[str] = []
+        for cond, fields in self.segments(all_fields, ctx):
             present = intersect(fields[0].regular, ctx.valid)
             defaults = [f"o.{f.attr} = {self.default(f)}" for f in fields]
             if cond is True:
@@ -511,8 +548,6 @@ class ModuleEmitter:
             else:
                 body += [f"if {cond}:", *_ind(self.read_segment(fields, present, ctx))]
                 body += ["else:", *_ind(defaults)]
-        body += self.read_tags(s, ctx)
-        body.append("return o")
         return body
 
     def read_tags(self, s: StructSpec, ctx: _Ctx) -> list[str]:
@@ -542,7 +577,7 @@ class ModuleEmitter:
 
     def emit_write(self, s: StructSpec, ctx: _Ctx) -> list[str]:
         body: list[str] = []
-        for cond, fields in self.segments(s, ctx):
+        for cond, fields in self.segments(s.fields, ctx):
             present = intersect(fields[0].regular, ctx.valid)
             checks: list[str] = []
             for f in fields:

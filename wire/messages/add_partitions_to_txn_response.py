@@ -221,13 +221,15 @@ class AddPartitionsToTxnResponse(Message):
     def read(cls, r: Reader, version: int) -> AddPartitionsToTxnResponse:
         flexible = version >= 3
         o = cls.__new__(cls)
-        o.throttle_time_ms = r.int32()
         if version >= 4:
-            o.error_code = r.int16()
+            o.throttle_time_ms, o.error_code = r.unpack(_S_ih)
+        else:
+            o.throttle_time_ms = r.int32()
+            o.error_code = 0
+        if version >= 4:
             n = r.array_len(True)
             o.results_by_transaction = [AddPartitionsToTxnResult.read(r, version) for _ in range(n)]
         else:
-            o.error_code = 0
             o.results_by_transaction = []
         if version <= 3:
             n = r.array_len(flexible)

@@ -6,10 +6,13 @@ Versions 0-1, flexible versions 0+.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 from wire.codegen.runtime import FieldInfo, Message, not_in_version, not_nullable
 from wire.primitives import Reader, Writer
+
+_S_io = struct.Struct(">i?")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -137,10 +140,10 @@ class AlterPartitionReassignmentsRequest(Message):
     @classmethod
     def read(cls, r: Reader, version: int) -> AlterPartitionReassignmentsRequest:
         o = cls.__new__(cls)
-        o.timeout_ms = r.int32()
         if version >= 1:
-            o.allow_replication_factor_change = r.bool()
+            o.timeout_ms, o.allow_replication_factor_change = r.unpack(_S_io)
         else:
+            o.timeout_ms = r.int32()
             o.allow_replication_factor_change = True
         n = r.array_len(True)
         o.topics = [ReassignableTopic.read(r, version) for _ in range(n)]

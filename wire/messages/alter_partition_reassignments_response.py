@@ -13,6 +13,7 @@ from wire.codegen.runtime import FieldInfo, Message, not_nullable
 from wire.primitives import Reader, Writer
 
 _S_ih = struct.Struct(">ih")
+_S_ioh = struct.Struct(">i?h")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -140,12 +141,12 @@ class AlterPartitionReassignmentsResponse(Message):
     @classmethod
     def read(cls, r: Reader, version: int) -> AlterPartitionReassignmentsResponse:
         o = cls.__new__(cls)
-        o.throttle_time_ms = r.int32()
         if version >= 1:
-            o.allow_replication_factor_change = r.bool()
+            o.throttle_time_ms, o.allow_replication_factor_change, o.error_code = r.unpack(_S_ioh)
         else:
+            o.throttle_time_ms = r.int32()
             o.allow_replication_factor_change = True
-        o.error_code = r.int16()
+            o.error_code = r.int16()
         o.error_message = r.compact_nullable_string()
         n = r.array_len(True)
         o.responses = [ReassignableTopicResponse.read(r, version) for _ in range(n)]

@@ -6,10 +6,13 @@ Versions 0-2, flexible versions 0+.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 from wire.codegen.runtime import FieldInfo, Message, not_in_version
 from wire.primitives import Reader, Writer
+
+_S_obo = struct.Struct(">?b?")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -53,14 +56,18 @@ class DescribeClusterRequest(Message):
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeClusterRequest:
         o = cls.__new__(cls)
-        o.include_cluster_authorized_operations = r.bool()
-        if version >= 1:
-            o.endpoint_type = r.int8()
-        else:
-            o.endpoint_type = 1
         if version >= 2:
-            o.include_fenced_brokers = r.bool()
+            (
+                o.include_cluster_authorized_operations,
+                o.endpoint_type,
+                o.include_fenced_brokers,
+            ) = r.unpack(_S_obo)
         else:
+            o.include_cluster_authorized_operations = r.bool()
+            if version >= 1:
+                o.endpoint_type = r.int8()
+            else:
+                o.endpoint_type = 1
             o.include_fenced_brokers = False
         o.unknown_tagged_fields = r.unknown_tags()
         return o

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from wire.codegen.runtime import FieldInfo, Message, not_nullable
 from wire.primitives import Reader, Writer
 
+_S_ih = struct.Struct(">ih")
 _S_iqqo = struct.Struct(">iqq?")
 _S_qq = struct.Struct(">qq")
 
@@ -224,10 +225,10 @@ class DescribeLogDirsResponse(Message):
     def read(cls, r: Reader, version: int) -> DescribeLogDirsResponse:
         flexible = version >= 2
         o = cls.__new__(cls)
-        o.throttle_time_ms = r.int32()
         if version >= 3:
-            o.error_code = r.int16()
+            o.throttle_time_ms, o.error_code = r.unpack(_S_ih)
         else:
+            o.throttle_time_ms = r.int32()
             o.error_code = 0
         n = r.array_len(flexible)
         o.results = [DescribeLogDirsResult.read(r, version) for _ in range(n)]

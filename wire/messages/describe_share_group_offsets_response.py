@@ -14,6 +14,7 @@ from wire.codegen.runtime import FieldInfo, Message, not_nullable
 from wire.primitives import ZERO_UUID, Reader, Writer
 
 _S_iqi = struct.Struct(">iqi")
+_S_iqiqh = struct.Struct(">iqiqh")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -46,12 +47,14 @@ class DescribeShareGroupOffsetsResponsePartition:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeShareGroupOffsetsResponsePartition:
         o = cls.__new__(cls)
-        o.partition_index, o.start_offset, o.leader_epoch = r.unpack(_S_iqi)
         if version >= 1:
-            o.lag = r.int64()
+            o.partition_index, o.start_offset, o.leader_epoch, o.lag, o.error_code = r.unpack(
+                _S_iqiqh
+            )
         else:
+            o.partition_index, o.start_offset, o.leader_epoch = r.unpack(_S_iqi)
             o.lag = -1
-        o.error_code = r.int16()
+            o.error_code = r.int16()
         o.error_message = r.compact_nullable_string()
         o.unknown_tagged_fields = r.unknown_tags()
         return o

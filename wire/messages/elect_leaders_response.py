@@ -148,10 +148,10 @@ class ElectLeadersResponse(Message):
     def read(cls, r: Reader, version: int) -> ElectLeadersResponse:
         flexible = version >= 2
         o = cls.__new__(cls)
-        o.throttle_time_ms = r.int32()
         if version >= 1:
-            o.error_code = r.int16()
+            o.throttle_time_ms, o.error_code = r.unpack(_S_ih)
         else:
+            o.throttle_time_ms = r.int32()
             o.error_code = 0
         n = r.array_len(flexible)
         o.replica_election_results = [ReplicaElectionResult.read(r, version) for _ in range(n)]

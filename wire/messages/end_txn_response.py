@@ -13,6 +13,7 @@ from wire.codegen.runtime import FieldInfo, Message
 from wire.primitives import Reader, Writer
 
 _S_ih = struct.Struct(">ih")
+_S_ihqh = struct.Struct(">ihqh")
 _S_qh = struct.Struct(">qh")
 
 
@@ -47,10 +48,10 @@ class EndTxnResponse(Message):
     def read(cls, r: Reader, version: int) -> EndTxnResponse:
         flexible = version >= 3
         o = cls.__new__(cls)
-        o.throttle_time_ms, o.error_code = r.unpack(_S_ih)
         if version >= 5:
-            o.producer_id, o.producer_epoch = r.unpack(_S_qh)
+            o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = r.unpack(_S_ihqh)
         else:
+            o.throttle_time_ms, o.error_code = r.unpack(_S_ih)
             o.producer_id = -1
             o.producer_epoch = -1
         if flexible:

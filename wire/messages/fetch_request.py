@@ -14,6 +14,7 @@ from wire.codegen.runtime import FieldInfo, Message, not_in_version, not_nullabl
 from wire.primitives import ZERO_UUID, Reader, Writer
 
 _S_ii = struct.Struct(">ii")
+_S_iiqiqi = struct.Struct(">iiqiqi")
 _S_iq = struct.Struct(">iq")
 
 
@@ -111,21 +112,28 @@ class FetchPartition:
     def read(cls, r: Reader, version: int) -> FetchPartition:
         flexible = version >= 12
         o = cls.__new__(cls)
-        o.partition = r.int32()
-        if version >= 9:
-            o.current_leader_epoch = r.int32()
+        if version >= 12:
+            (
+                o.partition,
+                o.current_leader_epoch,
+                o.fetch_offset,
+                o.last_fetched_epoch,
+                o.log_start_offset,
+                o.partition_max_bytes,
+            ) = r.unpack(_S_iiqiqi)
         else:
-            o.current_leader_epoch = -1
-        o.fetch_offset = r.int64()
-        if flexible:
-            o.last_fetched_epoch = r.int32()
-        else:
+            o.partition = r.int32()
+            if version >= 9:
+                o.current_leader_epoch = r.int32()
+            else:
+                o.current_leader_epoch = -1
+            o.fetch_offset = r.int64()
             o.last_fetched_epoch = -1
-        if version >= 5:
-            o.log_start_offset = r.int64()
-        else:
-            o.log_start_offset = -1
-        o.partition_max_bytes = r.int32()
+            if version >= 5:
+                o.log_start_offset = r.int64()
+            else:
+                o.log_start_offset = -1
+            o.partition_max_bytes = r.int32()
         o.replica_directory_id = ZERO_UUID
         o.high_watermark = 9223372036854775807
         if flexible:

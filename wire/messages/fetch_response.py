@@ -14,7 +14,9 @@ from wire.codegen.runtime import FieldInfo, Message, not_in_version, not_nullabl
 from wire.primitives import ZERO_UUID, Reader, Writer
 
 _S_hi = struct.Struct(">hi")
+_S_ihi = struct.Struct(">ihi")
 _S_ihq = struct.Struct(">ihq")
+_S_ihqqq = struct.Struct(">ihqqq")
 _S_ii = struct.Struct(">ii")
 _S_iq = struct.Struct(">iq")
 _S_qi = struct.Struct(">qi")
@@ -281,14 +283,20 @@ class PartitionData:
     def read(cls, r: Reader, version: int) -> PartitionData:
         flexible = version >= 12
         o = cls.__new__(cls)
-        o.partition_index, o.error_code, o.high_watermark = r.unpack(_S_ihq)
-        if version >= 4:
-            o.last_stable_offset = r.int64()
-        else:
-            o.last_stable_offset = -1
         if version >= 5:
-            o.log_start_offset = r.int64()
+            (
+                o.partition_index,
+                o.error_code,
+                o.high_watermark,
+                o.last_stable_offset,
+                o.log_start_offset,
+            ) = r.unpack(_S_ihqqq)
         else:
+            o.partition_index, o.error_code, o.high_watermark = r.unpack(_S_ihq)
+            if version >= 4:
+                o.last_stable_offset = r.int64()
+            else:
+                o.last_stable_offset = -1
             o.log_start_offset = -1
         o.diverging_epoch = EpochEndOffset()
         o.current_leader = LeaderIdAndEpoch()
@@ -522,13 +530,13 @@ class FetchResponse(Message):
     def read(cls, r: Reader, version: int) -> FetchResponse:
         flexible = version >= 12
         o = cls.__new__(cls)
-        if version >= 1:
-            o.throttle_time_ms = r.int32()
-        else:
-            o.throttle_time_ms = 0
         if version >= 7:
-            o.error_code, o.session_id = r.unpack(_S_hi)
+            o.throttle_time_ms, o.error_code, o.session_id = r.unpack(_S_ihi)
         else:
+            if version >= 1:
+                o.throttle_time_ms = r.int32()
+            else:
+                o.throttle_time_ms = 0
             o.error_code = 0
             o.session_id = 0
         n = r.array_len(flexible)

@@ -6,10 +6,13 @@ Versions 0-4, flexible versions 4+.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 from wire.codegen.runtime import FieldInfo, Message
 from wire.primitives import Reader, Writer
+
+_S_ih = struct.Struct(">ih")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -40,10 +43,10 @@ class HeartbeatResponse(Message):
         flexible = version >= 4
         o = cls.__new__(cls)
         if version >= 1:
-            o.throttle_time_ms = r.int32()
+            o.throttle_time_ms, o.error_code = r.unpack(_S_ih)
         else:
             o.throttle_time_ms = 0
-        o.error_code = r.int16()
+            o.error_code = r.int16()
         if flexible:
             o.unknown_tagged_fields = r.unknown_tags()
         else:

@@ -13,6 +13,7 @@ from wire.codegen.runtime import FieldInfo, Message, not_in_version
 from wire.primitives import Reader, Writer
 
 _S_ihqh = struct.Struct(">ihqh")
+_S_ihqhqh = struct.Struct(">ihqhqh")
 _S_qh = struct.Struct(">qh")
 
 
@@ -62,10 +63,17 @@ class InitProducerIdResponse(Message):
     def read(cls, r: Reader, version: int) -> InitProducerIdResponse:
         flexible = version >= 2
         o = cls.__new__(cls)
-        o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = r.unpack(_S_ihqh)
         if version >= 6:
-            o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch = r.unpack(_S_qh)
+            (
+                o.throttle_time_ms,
+                o.error_code,
+                o.producer_id,
+                o.producer_epoch,
+                o.ongoing_txn_producer_id,
+                o.ongoing_txn_producer_epoch,
+            ) = r.unpack(_S_ihqhqh)
         else:
+            o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = r.unpack(_S_ihqh)
             o.ongoing_txn_producer_id = -1
             o.ongoing_txn_producer_epoch = -1
         if flexible:

@@ -13,6 +13,7 @@ from wire.codegen.runtime import FieldInfo, Message, not_in_version, not_nullabl
 from wire.primitives import Reader, Writer
 
 _S_hi = struct.Struct(">hi")
+_S_ihi = struct.Struct(">ihi")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -154,10 +155,10 @@ class JoinGroupResponse(Message):
         flexible = version >= 6
         o = cls.__new__(cls)
         if version >= 2:
-            o.throttle_time_ms = r.int32()
+            o.throttle_time_ms, o.error_code, o.generation_id = r.unpack(_S_ihi)
         else:
             o.throttle_time_ms = 0
-        o.error_code, o.generation_id = r.unpack(_S_hi)
+            o.error_code, o.generation_id = r.unpack(_S_hi)
         if version >= 7:
             o.protocol_type = r.compact_nullable_string()
         else:

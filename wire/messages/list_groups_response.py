@@ -6,10 +6,13 @@ Versions 0-5, flexible versions 3+.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 from wire.codegen.runtime import FieldInfo, Message, not_nullable
 from wire.primitives import Reader, Writer
+
+_S_ih = struct.Struct(">ih")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -109,10 +112,10 @@ class ListGroupsResponse(Message):
         flexible = version >= 3
         o = cls.__new__(cls)
         if version >= 1:
-            o.throttle_time_ms = r.int32()
+            o.throttle_time_ms, o.error_code = r.unpack(_S_ih)
         else:
             o.throttle_time_ms = 0
-        o.error_code = r.int16()
+            o.error_code = r.int16()
         n = r.array_len(flexible)
         o.groups = [ListedGroup.read(r, version) for _ in range(n)]
         if flexible:

@@ -6,10 +6,14 @@ Versions 0-11, flexible versions 6+.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 from wire.codegen.runtime import FieldInfo, Message, not_in_version, not_nullable
 from wire.primitives import Reader, Writer
+
+_S_ib = struct.Struct(">ib")
+_S_iiq = struct.Struct(">iiq")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -44,12 +48,12 @@ class ListOffsetsPartition:
     def read(cls, r: Reader, version: int) -> ListOffsetsPartition:
         flexible = version >= 6
         o = cls.__new__(cls)
-        o.partition_index = r.int32()
         if version >= 4:
-            o.current_leader_epoch = r.int32()
+            o.partition_index, o.current_leader_epoch, o.timestamp = r.unpack(_S_iiq)
         else:
+            o.partition_index = r.int32()
             o.current_leader_epoch = -1
-        o.timestamp = r.int64()
+            o.timestamp = r.int64()
         if version <= 0:
             o.max_num_offsets = r.int32()
         else:
@@ -162,10 +166,10 @@ class ListOffsetsRequest(Message):
     def read(cls, r: Reader, version: int) -> ListOffsetsRequest:
         flexible = version >= 6
         o = cls.__new__(cls)
-        o.replica_id = r.int32()
         if version >= 2:
-            o.isolation_level = r.int8()
+            o.replica_id, o.isolation_level = r.unpack(_S_ib)
         else:
+            o.replica_id = r.int32()
             o.isolation_level = 0
         n = r.array_len(flexible)
         o.topics = [ListOffsetsTopic.read(r, version) for _ in range(n)]

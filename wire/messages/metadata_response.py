@@ -14,6 +14,7 @@ from wire.codegen.runtime import FieldInfo, Message, not_in_version, not_nullabl
 from wire.primitives import ZERO_UUID, Reader, Writer
 
 _S_hii = struct.Struct(">hii")
+_S_hiii = struct.Struct(">hiii")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -116,10 +117,10 @@ class MetadataResponsePartition:
     def read(cls, r: Reader, version: int) -> MetadataResponsePartition:
         flexible = version >= 9
         o = cls.__new__(cls)
-        o.error_code, o.partition_index, o.leader_id = r.unpack(_S_hii)
         if version >= 7:
-            o.leader_epoch = r.int32()
+            o.error_code, o.partition_index, o.leader_id, o.leader_epoch = r.unpack(_S_hiii)
         else:
+            o.error_code, o.partition_index, o.leader_id = r.unpack(_S_hii)
             o.leader_epoch = -1
         n = r.array_len(flexible)
         o.replica_nodes = r.int32_array(n)

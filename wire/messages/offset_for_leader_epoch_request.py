@@ -6,10 +6,13 @@ Versions 0-4, flexible versions 4+.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 from wire.codegen.runtime import FieldInfo, Message, not_nullable
 from wire.primitives import Reader, Writer
+
+_S_iii = struct.Struct(">iii")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -38,12 +41,12 @@ class OffsetForLeaderPartition:
     def read(cls, r: Reader, version: int) -> OffsetForLeaderPartition:
         flexible = version >= 4
         o = cls.__new__(cls)
-        o.partition = r.int32()
         if version >= 2:
-            o.current_leader_epoch = r.int32()
+            o.partition, o.current_leader_epoch, o.leader_epoch = r.unpack(_S_iii)
         else:
+            o.partition = r.int32()
             o.current_leader_epoch = -1
-        o.leader_epoch = r.int32()
+            o.leader_epoch = r.int32()
         if flexible:
             o.unknown_tagged_fields = r.unknown_tags()
         else:

@@ -13,6 +13,7 @@ from wire.codegen.runtime import FieldInfo, Message, not_nullable
 from wire.primitives import Reader, Writer
 
 _S_hi = struct.Struct(">hi")
+_S_hiiq = struct.Struct(">hiiq")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -43,12 +44,12 @@ class EpochEndOffset:
     def read(cls, r: Reader, version: int) -> EpochEndOffset:
         flexible = version >= 4
         o = cls.__new__(cls)
-        o.error_code, o.partition = r.unpack(_S_hi)
         if version >= 1:
-            o.leader_epoch = r.int32()
+            o.error_code, o.partition, o.leader_epoch, o.end_offset = r.unpack(_S_hiiq)
         else:
+            o.error_code, o.partition = r.unpack(_S_hi)
             o.leader_epoch = -1
-        o.end_offset = r.int64()
+            o.end_offset = r.int64()
         if flexible:
             o.unknown_tagged_fields = r.unknown_tags()
         else:

@@ -14,6 +14,7 @@ from wire.codegen.runtime import FieldInfo, Message, not_in_version, not_nullabl
 from wire.primitives import ZERO_UUID, Reader, Writer
 
 _S_ihq = struct.Struct(">ihq")
+_S_ihqqq = struct.Struct(">ihqqq")
 _S_ii = struct.Struct(">ii")
 
 
@@ -190,14 +191,20 @@ class PartitionProduceResponse:
     def read(cls, r: Reader, version: int) -> PartitionProduceResponse:
         flexible = version >= 9
         o = cls.__new__(cls)
-        o.index, o.error_code, o.base_offset = r.unpack(_S_ihq)
-        if version >= 2:
-            o.log_append_time_ms = r.int64()
-        else:
-            o.log_append_time_ms = -1
         if version >= 5:
-            o.log_start_offset = r.int64()
+            (
+                o.index,
+                o.error_code,
+                o.base_offset,
+                o.log_append_time_ms,
+                o.log_start_offset,
+            ) = r.unpack(_S_ihqqq)
         else:
+            o.index, o.error_code, o.base_offset = r.unpack(_S_ihq)
+            if version >= 2:
+                o.log_append_time_ms = r.int64()
+            else:
+                o.log_append_time_ms = -1
             o.log_start_offset = -1
         if version >= 8:
             n = r.array_len(flexible)

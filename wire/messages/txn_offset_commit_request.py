@@ -13,6 +13,7 @@ from wire.codegen.runtime import FieldInfo, Message, not_in_version, not_nullabl
 from wire.primitives import Reader, Writer
 
 _S_iq = struct.Struct(">iq")
+_S_iqi = struct.Struct(">iqi")
 _S_qh = struct.Struct(">qh")
 
 
@@ -47,10 +48,10 @@ class TxnOffsetCommitRequestPartition:
     def read(cls, r: Reader, version: int) -> TxnOffsetCommitRequestPartition:
         flexible = version >= 3
         o = cls.__new__(cls)
-        o.partition_index, o.committed_offset = r.unpack(_S_iq)
         if version >= 2:
-            o.committed_leader_epoch = r.int32()
+            o.partition_index, o.committed_offset, o.committed_leader_epoch = r.unpack(_S_iqi)
         else:
+            o.partition_index, o.committed_offset = r.unpack(_S_iq)
             o.committed_leader_epoch = -1
         o.committed_metadata = (r.compact_nullable_string() if flexible else r.nullable_string())
         if flexible:

@@ -14,6 +14,7 @@ from wire.codegen.runtime import FieldInfo, Message, not_nullable
 from wire.primitives import ZERO_UUID, Reader, Writer
 
 _S_iiiq = struct.Struct(">iiiq")
+_S_iiiqi = struct.Struct(">iiiqi")
 _S_qqbh = struct.Struct(">qqbh")
 
 
@@ -84,10 +85,16 @@ class PartitionData:
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         o = cls.__new__(cls)
-        o.partition, o.state_epoch, o.leader_epoch, o.start_offset = r.unpack(_S_iiiq)
         if version >= 1:
-            o.delivery_complete_count = r.int32()
+            (
+                o.partition,
+                o.state_epoch,
+                o.leader_epoch,
+                o.start_offset,
+                o.delivery_complete_count,
+            ) = r.unpack(_S_iiiqi)
         else:
+            o.partition, o.state_epoch, o.leader_epoch, o.start_offset = r.unpack(_S_iiiq)
             o.delivery_complete_count = -1
         n = r.array_len(True)
         o.state_batches = [StateBatch.read(r, version) for _ in range(n)]
