@@ -6,10 +6,11 @@ loop's stalls. The loop beats: a timer re-armed every ``period``; a beat that ru
 ``threshold`` after it was due is a stall of that lateness. A watchdog thread looks at the
 beat that is due: once it is overdue by the threshold, the watchdog takes the loop thread's
 stack (``sys._current_frames``) while the stall is still going on, so the stall is reported
-with the code that caused it rather than with the code that ran after it. Python switches
-threads every few milliseconds (``sys.getswitchinterval``), so the watchdog gets to run
-while the loop is busy in Python code; a stall inside one long C call is sampled when it
-returns, and is reported without a place when the beat came first.
+with the code that caused it rather than with the code that ran after it (the watchdog looks
+every ``WATCH_INTERVAL`` while the loop keeps time, so shorter stalls may go without a
+place). Python switches threads every few milliseconds (``sys.getswitchinterval``), so the
+watchdog gets to run while the loop is busy in Python code; a stall inside one long C call is
+sampled when it returns, and is reported without a place when the beat came first.
 
 ``StallTracker`` decides (no threads, no clock); ``LoopStallMonitor`` runs the beat and the
 watchdog, logs stalls (``StallReports``: the first of each ``LOG_EVERY`` seconds and any
@@ -38,6 +39,9 @@ STALL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 LOG_EVERY = 10.0
 # Stalls kept for a look from a debugger or a test.
 RECENT_KEPT = 64
+# How often the watchdog looks while the loop keeps time (seconds). A stall shorter than this
+# may end before the watchdog sees it: it is counted, and reported without its place.
+WATCH_INTERVAL = 0.25
 # Places named for one stall: the first few causes are what an operator acts on.
 PLACES_KEPT = 3
 # Where a stall happened when the loop was found waiting in its selector, its timer due.
@@ -145,6 +149,7 @@ class LoopStallMonitor:
         # Beats and watchdog checks at half the threshold keep the lateness measured within
         # half a threshold, at a cost of a few callbacks a second.
         self._period = max(self._tracker.threshold / 2, 0.005)
+        self._watch_interval = max(self._tracker.threshold, WATCH_INTERVAL)
         self.stalls = Histogram(STALL_BUCKETS)
         self.longest = 0.0
         self.recent: deque[Stall] = deque(maxlen=RECENT_KEPT)
@@ -203,13 +208,20 @@ class LoopStallMonitor:
         )
 
     def _watch(self) -> None:
+        # Each wake-up takes the GIL from the loop's thread, which costs the loop far more
+        # than the check itself (a forced switch, then waiting to be scheduled again): while
+        # the loop keeps time the watchdog looks only every WATCH_INTERVAL; once it finds a
+        # stall, it samples every period until the stall ends, to find each of its causes.
         # The loop's clock is time.monotonic (BaseEventLoop.time).
-        while not self._stop.wait(self._period):
+        interval = self._watch_interval
+        while not self._stop.wait(interval):
             beat = self._tracker.should_sample(time.monotonic())
             if beat is None:
+                interval = self._watch_interval
                 continue
             frame = sys._current_frames().get(self._loop_thread)
             self._tracker.sampled(beat, describe_stack(frame))
+            interval = self._period
 
     def expose(self, out: Exposition) -> None:
         if not self.enabled:
