@@ -16,7 +16,6 @@ counted, and windows no longer present then disappear.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from wire.records.batch import BatchHeader, Buffer, iter_batches
@@ -47,20 +46,23 @@ def window_start(timestamp_ms: int, window_ms: int) -> int:
 
 
 def batch_windows(
-    buf: Buffer, pos: int, header: BatchHeader, window_ms: int
+    buf: Buffer, pos: int, header: BatchHeader, window_ms: int, from_offset: int
 ) -> dict[int, WindowCount]:
-    """The counts of one data batch per window."""
+    """The counts of one data batch per window, of its records at ``from_offset`` and above
+    (a log start offset inside the batch, after DeleteRecords, hides the records below)."""
     if header.records_count == 0:
         return {}
     last_ts = header.max_timestamp
     first_ts = last_ts if header.timestamp_type else header.base_timestamp
     first_window = window_start(first_ts, window_ms)
-    if first_window == window_start(last_ts, window_ms):
+    if header.base_offset >= from_offset and first_window == window_start(last_ts, window_ms):
         return {
             first_window: WindowCount(header.records_count, header.base_offset, header.last_offset)
         }
     counts: dict[int, WindowCount] = {}
     for record in decode_batch(buf, pos)[1]:
+        if record.offset < from_offset:
+            continue
         one = WindowCount(1, record.offset, record.offset)
         window = window_start(record.timestamp, window_ms)
         known = counts.get(window)
@@ -93,11 +95,12 @@ class PartitionCounter:
         for pos, header in iter_batches(batches):
             if header.next_offset <= self.next_offset:
                 continue
+            from_offset = self.next_offset
             self.next_offset = header.next_offset
             if header.is_control:
                 self._end_transaction(batches, pos, header)
                 continue
-            counts = batch_windows(batches, pos, header, self.window_ms)
+            counts = batch_windows(batches, pos, header, self.window_ms, from_offset)
             if header.is_transactional:
                 _merge(self._open.setdefault(header.producer_id, {}), counts)
             else:

@@ -84,3 +84,10 @@ def test_a_counter_started_past_the_log_start_skips_the_batches_below() -> None:
     counter = PartitionCounter(W, 2)
     counter.add(batch(0, [1000, 1001]) + batch(2, [1002]))
     assert counter.windows == {1000: WindowCount(1, 2, 2)}
+
+
+def test_a_counter_started_inside_a_batch_counts_only_the_records_from_there() -> None:
+    # DeleteRecords put the log start at offset 3, inside a batch of one window.
+    counter = PartitionCounter(W, 3)
+    counter.add(batch(0, [1000, 1001, 1002, 1003, 1004]))
+    assert counter.windows == {1000: WindowCount(2, 3, 4)}
