@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from compat_tests.broker_process import REPO_ROOT, BrokerProcess, free_port
-from kbroker.audit.counter import WindowCount, window_start
+from kbroker.audit.counter import window_start
 from kbroker.audit.records import WindowKey
 from kbroker.cli.ops.audit import read_audit
 from kbroker.client import KafkaClient
@@ -212,7 +212,3 @@ def test_source_mirror_and_group_match_until_records_are_deleted_on_the_mirror(
         assert windows[1]["status"] == "match"
     finally:
         destination.stop()
-
-
-def test_window_count_merge_keeps_offset_range() -> None:
-    assert WindowCount(2, 5, 9).plus(WindowCount(1, 3, 4)) == WindowCount(3, 3, 9)
