@@ -107,13 +107,12 @@ class AuditPublisher:
             del self._counters[key]
         for key, partition in led.items():
             try:
-                self._count_partition(partition)
+                await self._count_partition(partition)
             except (KafkaError, OSError) as exc:
                 log.warning("audit: counting %s-%d failed, recounting: %s", *key, exc)
                 self._counters.pop(key, None)
-            await asyncio.sleep(0)
 
-    def _count_partition(self, partition: Partition) -> None:
+    async def _count_partition(self, partition: Partition) -> None:
         log_ = partition.log
         counter = self._counters.get(partition.key)
         vanishing: set[int] = set()
@@ -133,6 +132,10 @@ class AuditPublisher:
             if region is None:
                 break
             counter.add(region.read())
+            # A long log (a new leader counts from the log start) is read a chunk at a time
+            # between the loop's other work; a truncation meanwhile fails the read and the
+            # partition is counted again.
+            await asyncio.sleep(0)
         topic, index = partition.key
         for window, count in counter.take_changed().items():
             value = encode_value(count, self.window_ms)
