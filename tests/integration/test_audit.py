@@ -23,6 +23,7 @@ from kbroker.audit.records import WindowKey
 from kbroker.cli.ops.audit import read_audit
 from kbroker.client import KafkaClient
 from kbroker.data_client import DataClient
+from tests.console.support import console_process
 from tests.integration.mirror_support import (
     DEADLINE_SECONDS,
     addresses,
@@ -138,6 +139,12 @@ def test_counts_per_window_in_audit_topic(source: BrokerProcess) -> None:
     metrics_address = f"{source.host}:{source.overrides['metrics.port']}"
     with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=30) as answer:
         assert "kbroker_audit_windows 3" in answer.read().decode()
+
+    # The console's mirror page shows the cluster's audit windows.
+    with console_process(source.bootstrap) as console:
+        with urllib.request.urlopen(console.url + "/mirror", timeout=30) as answer:
+            page = answer.read().decode()
+    assert page.count(f"<td>{topic}</td>") == 3 and f"<td>{w2}</td>" in page
 
     checked = audit("--bootstrap-server", source.bootstrap, "--topic", topic, "--json")
     assert checked.returncode == 0, checked.stdout + checked.stderr
