@@ -21,8 +21,11 @@ if TYPE_CHECKING:
     from kbroker.quotas import QuotaEntity
     from kbroker.security.acls import AclBinding
 
-# Kafka's internal topics (Topic.INTERNAL_TOPICS).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+# Kafka's internal topics (Topic.INTERNAL_TOPICS), and kbroker's __audit (kbroker/audit/):
+# internal, so that listings of "all topics" (a mirror's --topic-regex among them) leave it out.
+INTERNAL_TOPICS = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__audit"}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from controller.embedded import EmbeddedMetadata
 from controller.interface import Endpoint, MetadataBackend, TopicInfo
 from controller.zk_backend import ZkMetadata
 from kbroker import heap
+from kbroker.audit.publisher import AuditPublisher
 from kbroker.authorization import build_authorizer
 from kbroker.config import (
     BrokerConfig,
@@ -224,6 +225,8 @@ class Broker:
         self.features = DEFAULT_FINALIZED
         # Mirror topics' fetchers on the partitions led here (kbroker/mirror/).
         self.mirrors = MirrorManager(self)
+        # Per-window record counts of the partitions led here, to __audit (kbroker/audit/).
+        self.audit = AuditPublisher(self) if config.get("audit.enable") else None
         # The schema registry, with schema.registry.listeners (kbroker/schema_registry/).
         registry_listeners = parse_listeners(config)
         self.schema_registry = (
@@ -340,6 +343,8 @@ class Broker:
         self.port = self.ports[self.config.listeners[0].name]
         await self.replica_manager.start()
         self.mirrors.start()
+        if self.audit is not None:
+            self.audit.start()
         if self.zk is not None:
             await self.zk.register(self.advertised_endpoints())
         if self.schema_registry is not None:
@@ -387,6 +392,8 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
         await self.mirrors.stop()
+        if self.audit is not None:
+            await self.audit.stop()
         await self.replica_manager.stop()
         if self.storage is not None:
             await self.storage.stop()

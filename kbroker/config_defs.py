@@ -359,6 +359,10 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("compression.zstd.level", INT, "3", min=-131072, max=22),
     ConfigDef("min.insync.replicas", INT, "1", min=1),
     ConfigDef("unclean.leader.election.enable", BOOL, "false"),
+    # kbroker's end-to-end audit (kbroker/audit/): per-window record counts in __audit.
+    ConfigDef("audit.enable", BOOL, "true"),
+    ConfigDef("audit.window.ms", LONG, "600000", min=1),
+    ConfigDef("audit.publish.interval.ms", LONG, "10000", min=1),
     # Log cleaner.
     ConfigDef("log.cleaner.enable", BOOL, "true"),
     ConfigDef("log.cleaner.threads", INT, "1", min=0),

@@ -279,6 +279,8 @@ class BrokerMetrics:
         self._expose_groups(out)
         self._expose_group_lag(out)
         self._broker.share_partitions.expose(out)
+        if self._broker.audit is not None:
+            self._broker.audit.expose(out)
         self._broker.mirrors.expose(out)
         self._broker.telemetry.expose(out)
         self._broker.loop_stalls.expose(out)

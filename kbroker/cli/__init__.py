@@ -7,7 +7,7 @@ stderr, naming the property, with exit status 2.
 
 The other subcommands are clients of a running cluster, one module each in this package
 (``topics``, ``console``, ``cluster``, ``groups``, ``share-groups``, ``quotas``,
-``transactions``, ``users``, ``client-metrics``, ``mirrors``, and ``console``: the web
+``transactions``, ``users``, ``client-metrics``, ``mirrors``, ``audit``, and ``console``: the web
 console), over the
 protocol operations of ``kbroker.cli.ops``; ``schemas`` is a client of a schema registry's REST API,
 and ``schema-registry`` runs one beside any Kafka-compatible cluster.
@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from kbroker import logfmt
 from kbroker.cli import (
     acls,
+    audit,
     client_metrics,
     cluster,
     console,
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         client_metrics,
         features,
         mirrors,
+        audit,
         schemas,
         schema_registry,
         web_console,

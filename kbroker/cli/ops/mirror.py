@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from kbroker.cli.ops.admin import OpsError, create_topic, describe_topics, topic_configs
 from kbroker.cli.ops.admin import alter_topic_configs as alter_configs
+from kbroker.cli.ops.audit import read_audit
 from kbroker.client import LATEST, KafkaClient
 from kbroker.mirror.topic_configs import (
     ACTIVE,
@@ -50,6 +51,18 @@ class MirrorPartitionLag:
     source_end_offset: int
     mirror_end_offset: int
     lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class AuditWindow:
+    """One window of a cluster's ``__audit`` (kbroker/audit/): its latest count."""
+
+    topic: str
+    partition: int
+    window_start_ms: int
+    count: int
+    first_offset: int
+    last_offset: int
 
 
 async def source_topics(
@@ -165,3 +178,12 @@ async def set_state(client: KafkaClient, topics: Sequence[str], state: str) -> N
     assert state in (ACTIVE, PAUSED, PROMOTED)
     for name in topics:
         await alter_configs(client, name, {STATE: state}, [])
+
+
+async def audit(client: KafkaClient) -> list[AuditWindow]:
+    """Every window the cluster's brokers counted (the console's mirror page shows them)."""
+    counts, _ = await read_audit(client)
+    return [
+        AuditWindow(k.topic, k.partition, k.window_start_ms, c.count, c.first_offset, c.last_offset)
+        for k, c in sorted(counts.items())
+    ]

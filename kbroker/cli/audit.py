@@ -1,0 +1,175 @@
+"""``kbroker audit --topic T [--tier NAME=bootstrap[,command-config]] ... [--group G[@TIER]]
+[--window 10m]``: compares the per-window record counts of every tier (kbroker/audit/).
+
+Each tier is a cluster whose brokers publish ``__audit``; without ``--tier`` the one tier is
+``--bootstrap-server``. ``--group G`` adds the consumer group G's committed position on the
+first tier's cluster (``G@NAME``: on tier NAME's) as a tier (kbroker/audit/compare.py says
+how). Every window of the topics is printed with each tier's count and its status; the exit
+status is 1 when any window is missing from a tier or counted differently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from kbroker.audit.compare import (
+    MATCH,
+    CompareError,
+    TierCounts,
+    compare,
+    consumed,
+    rewindow,
+)
+from kbroker.audit.counter import DEFAULT_WINDOW_MS
+from kbroker.cli.ops.admin import OpsError, parse_bootstrap
+from kbroker.cli.ops.audit import read_audit
+from kbroker.cli.ops.output import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_common_options,
+    emit_json,
+    run_command,
+    table,
+)
+from kbroker.client import KafkaClient
+from kbroker.client_core.security import security_config
+from kbroker.config import load_properties
+
+_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)?$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_ADDRESS = re.compile(r".+:\d+$")
+
+
+def parse_duration_ms(text: str) -> int:
+    """``10m``, ``600s``, ``600000ms`` or ``600000`` (ms) -> milliseconds."""
+    found = _DURATION.match(text.strip())
+    if found is None or int(found.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive duration: {text!r} (e.g. 10m, 30s)")
+    return int(found.group(1)) * _UNIT_MS[found.group(2) or "ms"]
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def parse_tier(text: str) -> tuple[str, str, str | None]:
+    """``NAME=HOST:PORT[,HOST:PORT...][,command-config file]`` -> (name, bootstrap, file)."""
+    name, sep, rest = text.partition("=")
+    if not sep or not name or not rest:
+        raise argparse.ArgumentTypeError(f"a tier is NAME=bootstrap[,command-config]: {text!r}")
+    parts = rest.split(",")
+    config = None if _ADDRESS.match(parts[-1]) else parts.pop()
+    if not parts:
+        raise argparse.ArgumentTypeError(f"tier {name!r} names no bootstrap server")
+    return name, ",".join(parts), config
+
+
+async def _tier_counts(
+    bootstrap: str, config: str | None, timeout: float
+) -> tuple[TierCounts, int | None, KafkaClient]:
+    props = load_properties(config) if config else {}
+    client = KafkaClient(
+        parse_bootstrap(bootstrap),
+        client_id=props.get("client.id", "kbroker-audit"),
+        timeout=timeout,
+        security=security_config(props),
+    )
+    counts, window_ms = await read_audit(client)
+    return counts, window_ms, client
+
+
+async def _audit(args: argparse.Namespace, _: KafkaClient) -> int:
+    tiers = args.tier or [("cluster", args.bootstrap_server, args.command_config)]
+    names = [name for name, _, _ in tiers]
+    if len(set(names)) != len(names):
+        raise OpsError(f"tier names repeat: {names}")
+    group, _, group_tier = (args.group or "").partition("@")
+    group_tier = group_tier or names[0]
+    if group and group_tier not in names:
+        raise OpsError(f"--group {args.group}: no tier named {group_tier!r}")
+    counted: list[tuple[str, TierCounts]] = []
+    lengths: dict[str, int] = {}
+    clients: dict[str, KafkaClient] = {}
+    try:
+        for name, bootstrap, config in tiers:
+            counts, window_ms, clients[name] = await _tier_counts(bootstrap, config, args.timeout)
+            counted.append((name, counts))
+            if window_ms is not None:
+                lengths[name] = window_ms
+        published = max(lengths.values(), default=DEFAULT_WINDOW_MS)
+        window_ms = args.window or published
+        try:
+            counted = [(n, rewindow(c, lengths.get(n, published), window_ms)) for n, c in counted]
+        except CompareError as exc:
+            raise OpsError(str(exc)) from exc
+        if group:
+            committed = await clients[group_tier].committed(group)
+            offsets = {tp: offset for tp, (offset, _) in committed.items()}
+            source = dict(counted)[group_tier]
+            counted.append((f"group:{group}", consumed(source, offsets)))
+    finally:
+        for client in clients.values():
+            await client.close()
+    rows = compare(counted, set(args.topic))
+    failed = any(r.status != MATCH for r in rows)
+    if args.json:
+        emit_json(
+            {
+                "window_ms": window_ms,
+                "windows": [
+                    {**dataclasses.asdict(r.key), "counts": dict(r.counts), "status": r.status}
+                    for r in rows
+                ],
+            }
+        )
+    else:
+        tier_names = [n for n, _ in counted]
+        print(
+            table(
+                ("TOPIC", "PARTITION", "WINDOW START (UTC)", *tier_names, "STATUS"),
+                [
+                    (
+                        r.key.topic,
+                        r.key.partition,
+                        _utc(r.key.window_start_ms),
+                        *("-" if c is None else c for _, c in r.counts),
+                        r.status,
+                    )
+                    for r in rows
+                ],
+            )
+        )
+        bad = sum(r.status != MATCH for r in rows)
+        print(f"{len(rows)} windows, {len(rows) - bad} matching, {bad} missing or mismatched")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """``kbroker audit ...``."""
+    parser = sub.add_parser("audit", help="compare per-window record counts across tiers")
+    add_common_options(parser)
+    parser.add_argument("--topic", action="append", required=True, help="a topic (repeatable)")
+    parser.add_argument(
+        "--tier",
+        action="append",
+        type=parse_tier,
+        default=[],
+        metavar="NAME=HOST:PORT[,...][,CONFIG]",
+        help="a cluster to compare (repeatable); default: --bootstrap-server",
+    )
+    parser.add_argument(
+        "--group",
+        metavar="GROUP[@TIER]",
+        help="also compare a consumer group's committed position (on the first tier by default)",
+    )
+    parser.add_argument(
+        "--window",
+        type=parse_duration_ms,
+        metavar="DURATION",
+        help="window length, a multiple of the published one (default: the published one)",
+    )
+    parser.set_defaults(func=run_command(_audit))
