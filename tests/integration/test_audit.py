@@ -35,7 +35,11 @@ from tests.integration.mirror_support import (
 pytestmark = pytest.mark.timeout(180)
 
 WINDOW_MS = 60_000
-AUDIT_OVERRIDES = {"audit.window.ms": str(WINDOW_MS), "audit.publish.interval.ms": "200"}
+AUDIT_OVERRIDES = {
+    "audit.enable": "true",
+    "audit.window.ms": str(WINDOW_MS),
+    "audit.publish.interval.ms": "200",
+}
 
 
 def audit(*args: str) -> subprocess.CompletedProcess[str]:
