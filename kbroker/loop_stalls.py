@@ -125,11 +125,8 @@ class StallReports:
 def describe_stack(frame: FrameType | None) -> str:
     """The innermost frames of a stack as ``path:line function``, innermost first; ``IDLE``
     when the loop is waiting in its selector."""
-    if (
-        frame is not None
-        and frame.f_back is not None
-        and frame.f_back.f_code.co_name == ("_run_once")
-    ):
+    caller = frame.f_back if frame is not None else None
+    if caller is not None and caller.f_code.co_name == "_run_once":
         return IDLE
     parts = []
     while frame is not None and len(parts) < FRAMES_SHOWN:
