@@ -97,11 +97,11 @@ run: install
 
 # Spark's own Kafka connector is tested on PySpark 4.0, in .venv-spark40 (see tests/spark).
 # tests/ in one process, then compat_tests' kbroker, Kafka 3.9 and Kafka 4.3 columns side by
-# side, one pytest-xdist worker each (compat_tests/conftest.py); both run, either may fail.
+# side, one pytest process each (compat_tests/columns.py); both run, either may fail.
 test: install
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -p no:cacheprovider tests; tests=$$?; \
-	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadgroup compat_tests; compat=$$?; \
+	$(PY) -m compat_tests.columns -q -p no:cacheprovider; compat=$$?; \
 	[ $$tests = 0 ] && [ $$compat = 0 ]
 	$(SPARK40_PY) -m pytest -q -p no:cacheprovider tests/spark/test_stock_connector.py
 

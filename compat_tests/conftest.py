@@ -35,6 +35,11 @@ BOOTSTRAP_ENV = "KBROKER_BOOTSTRAP"
 
 BROKERS_ENV = "KBROKER_COMPAT_BROKERS"
 BROKER_KINDS = ("kbroker", "kafka", "kafka43")
+PROCESS_CLASSES: dict[str, type[BrokerProcess]] = {
+    "kbroker": BrokerProcess,
+    "kafka": KafkaProcess,
+    "kafka43": KRaftKafkaProcess,
+}
 
 # The session's kbroker and Kafka 4.3 let a consumer group (KIP-848) set heartbeat intervals
 # and session timeouts this short as group configs (consumer.heartbeat.interval.ms,
@@ -58,18 +63,33 @@ def brokers_under_test() -> list[str]:
     return kinds
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "broker_kinds(*kinds): run only against these kinds of broker_kind (others deselected)",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist with ``--dist loadgroup`` (``make test`` runs compat_tests with
-    ``-n 3``), each broker kind's tests go to one worker: the three columns run side by side,
-    each worker starting only its own broker. The suite mostly waits on brokers, JVMs and
-    timeouts, so the columns overlap well even on two cores."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
+    """Deselect the broker kinds a module's ``broker_kinds`` marker leaves out (the 4.3 tools
+    do not run against Kafka 3.9). Modules narrow the kinds this way rather than by
+    parametrizing ``broker_kind`` themselves: a module's own session-scoped parametrization
+    is a second fixture definition, and the session's ``broker_process`` (cached once, torn
+    down only when the conftest's ``broker_kind`` changes) would answer for whichever kind
+    ran before."""
+    kept: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
     for item in items:
         callspec = getattr(item, "callspec", None)
         kind = callspec.params.get("broker_kind") if callspec is not None else None
-        if kind is not None:
-            item.add_marker(pytest.mark.xdist_group(f"compat-{kind}"))
+        allowed = item.get_closest_marker("broker_kinds")
+        if kind is not None and allowed is not None and kind not in allowed.args:
+            deselected.append(item)
+        else:
+            kept.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 def start_kafka(work: Path) -> Iterator[KafkaProcess]:
@@ -149,8 +169,16 @@ def log_dir(broker_process: BrokerProcess | None) -> Path | None:
 
 
 @pytest.fixture(autouse=True)
-def broker_survives_test(broker_process: BrokerProcess | None) -> Iterator[None]:
-    """Blame the test during which our broker process died, with its stderr."""
+def broker_survives_test(broker_kind: str, broker_process: BrokerProcess | None) -> Iterator[None]:
+    """Check that the session's broker is of the test's kind (a harness that hands a test
+    another column's broker makes that column's results meaningless), and blame the test
+    during which our broker process died, with its stderr."""
+    expected = PROCESS_CLASSES.get(broker_kind)
+    if expected is not None and type(broker_process) is not expected:
+        pytest.fail(
+            f"harness error: the [{broker_kind}] test got {type(broker_process).__name__}",
+            pytrace=False,
+        )
     yield
     if broker_process is not None and not broker_process.running():
         pytest.fail(f"the broker process died during this test\n{broker_process.stderr_tail()}")

@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 import pytest
 
-from compat_tests.conftest import brokers_under_test
 from kbroker.client import BrokerConnection
 from wire.api_keys import ApiKey
 from wire.errors import ErrorCode
@@ -30,11 +29,7 @@ from wire.messages.offset_commit_request import (
     OffsetCommitRequestTopic,
 )
 
-pytestmark = pytest.mark.parametrize(
-    "broker_kind",
-    [kind for kind in brokers_under_test() if kind in ("kbroker", "kafka43", "external")],
-    scope="session",
-)
+pytestmark = pytest.mark.broker_kinds("kbroker", "kafka43", "external")
 
 # Kafka 4.3 computes a new target assignment shortly after the heartbeat that changed the
 # group: heartbeats repeat until the expected assignment comes, on a slow machine too.

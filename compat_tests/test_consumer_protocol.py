@@ -53,7 +53,6 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from compat_tests.conftest import brokers_under_test
 from compat_tests.java_programs import JAVA_CLIENT_43, JavaPrograms
 from compat_tests.support import wait_for_leaders, wait_until
 
@@ -62,11 +61,7 @@ CONSUMER_PROTOCOL_BROKERS = ("kbroker", "kafka43", "external")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(300),
-    pytest.mark.parametrize(
-        "broker_kind",
-        [kind for kind in brokers_under_test() if kind in CONSUMER_PROTOCOL_BROKERS],
-        scope="session",
-    ),
+    pytest.mark.broker_kinds(*CONSUMER_PROTOCOL_BROKERS),
 ]
 
 HEARTBEAT_INTERVAL_MS = 250

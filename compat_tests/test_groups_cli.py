@@ -22,7 +22,6 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from compat_tests.broker_process import REPO_ROOT
-from compat_tests.conftest import brokers_under_test
 from compat_tests.kafka43_tools import Kafka43Tools, kafka43_tools
 from compat_tests.support import wait_until
 from kbroker.cli.groups import format_partitions
@@ -38,11 +37,7 @@ COMMITS = 3
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(300),
-    pytest.mark.parametrize(
-        "broker_kind",
-        [kind for kind in brokers_under_test() if kind in CONSUMER_PROTOCOL_BROKERS],
-        scope="session",
-    ),
+    pytest.mark.broker_kinds(*CONSUMER_PROTOCOL_BROKERS),
 ]
 
 

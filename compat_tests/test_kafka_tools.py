@@ -24,7 +24,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from compat_tests.broker_process import BrokerProcess, BrokerStartError
-from compat_tests.conftest import brokers_under_test
 from compat_tests.kafka43_tools import Kafka43Tools, kafka43_tools
 from compat_tests.kafka_process import KRaftKafkaProcess
 from compat_tests.support import wait_for_leaders, wait_until
@@ -34,11 +33,7 @@ TOOL_BROKERS = ("kbroker", "kafka43", "external")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(300),
-    pytest.mark.parametrize(
-        "broker_kind",
-        [kind for kind in brokers_under_test() if kind in TOOL_BROKERS],
-        scope="session",
-    ),
+    pytest.mark.broker_kinds(*TOOL_BROKERS),
 ]
 
 

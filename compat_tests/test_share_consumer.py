@@ -33,7 +33,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from compat_tests.conftest import brokers_under_test
 from compat_tests.java_programs import JAVA_CLIENT_43, JavaPrograms
 from compat_tests.support import require
 from kbroker.cli import build_parser
@@ -55,11 +54,7 @@ SHARE_SOURCES = Path(__file__).resolve().parent / "jvm_share"
 # Kafka 3.9 has no share groups (KIP-932 is production-ready from 4.1): not one of the columns.
 SHARE_BROKERS = ("kbroker", "kafka43", "external")
 
-pytestmark = pytest.mark.parametrize(
-    "broker_kind",
-    [kind for kind in brokers_under_test() if kind in SHARE_BROKERS],
-    scope="session",
-)
+pytestmark = pytest.mark.broker_kinds(*SHARE_BROKERS)
 
 
 def run(coro: object) -> object:

@@ -28,7 +28,6 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.broker_process import BrokerProcess, BrokerStartError
-from compat_tests.conftest import brokers_under_test
 from compat_tests.kafka_process import KRaftKafkaProcess, kafka43_available
 from compat_tests.share_workers import (
     Acquisition,
@@ -45,11 +44,7 @@ SHARE_BROKERS = ("kbroker", "kafka43")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(400),
-    pytest.mark.parametrize(
-        "broker_kind",
-        [kind for kind in brokers_under_test() if kind in SHARE_BROKERS],
-        scope="session",
-    ),
+    pytest.mark.broker_kinds(*SHARE_BROKERS),
 ]
 
 # Long enough for a consumer on a loaded 2-core machine to acknowledge in time.
