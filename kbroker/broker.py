@@ -78,6 +78,7 @@ from kbroker.server.connection_quotas import (
 from kbroker.server.listener import KafkaServer
 from kbroker.server.memory_pool import MemoryPool
 from kbroker.share.coordinator import ShareCoordinator
+from kbroker.share.end_offsets import LeaderEndOffsets
 from kbroker.share.manager import SharePartitionManager
 from kbroker.share.offsets import ShareGroupOffsets
 from kbroker.share.persister import SharePersisterClient
@@ -215,6 +216,7 @@ class Broker:
         # Share groups' partitions this broker leads, and their consumers' share sessions.
         self.share_partitions = SharePartitionManager(self)
         self.share_offsets = ShareGroupOffsets(self)
+        self.leader_end_offsets = LeaderEndOffsets(self)
         self.txn_coordinator = TransactionCoordinator(self)
         self.txn_verifier = TxnVerifier(self)
         # Share-partition state (KIP-932): this broker's share coordinator, and the persister
@@ -384,6 +386,7 @@ class Broker:
         await self.txn_verifier.close()
         await self.share_coordinator.stop()
         await self._persister_client.close()
+        await self.leader_end_offsets.close()
         await self.server.close()
         if self.metrics_server is not None:
             await self.metrics_server.close()
