@@ -34,7 +34,7 @@ the first target replica in the ISR (new epoch), and the replicas become the tar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.zk_paths import PartitionState
@@ -53,6 +53,18 @@ class StateChange:
     partition: TopicPartition
     old: PartitionState
     new: PartitionState
+
+
+def offline_by_partition(
+    by_broker: Mapping[int, Iterable[TopicPartition]], live: set[int]
+) -> dict[TopicPartition, frozenset[int]]:
+    """The failed replicas of each partition, from what each live broker reports."""
+    out: dict[TopicPartition, set[int]] = {}
+    for broker, partitions in by_broker.items():
+        if broker in live:
+            for key in partitions:
+                out.setdefault(key, set()).add(broker)
+    return {key: frozenset(brokers) for key, brokers in out.items()}
 
 
 def rack_alternating(brokers: Mapping[int, str | None]) -> list[int]:

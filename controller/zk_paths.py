@@ -65,6 +65,7 @@ LOG_DIR_EVENTS = "/log_dir_event_notification"
 LOG_DIR_EVENT_PREFIX = f"{LOG_DIR_EVENTS}/log_dir_event_"
 # Kafka's LogDirEventNotificationHandler event type for a failed directory.
 LOG_DIR_FAILURE = 1
+OFFLINE_REPLICAS = "/kbroker/offline_replicas"
 # Created at start so watches and children listings never hit a missing parent.
 PERSISTENT_PATHS = (
     BROKER_IDS,
@@ -72,6 +73,7 @@ PERSISTENT_PATHS = (
     TOPIC_CONFIGS,
     BROKER_CONFIGS,
     LOG_DIR_EVENTS,
+    OFFLINE_REPLICAS,
     "/cluster",
     # Client quotas (controller/quota_store.py).
     "/config/users",
@@ -91,9 +93,6 @@ SERVICES = "/kbroker/services"
 
 def service_path(service: str, broker_id: int) -> str:
     return f"{SERVICES}/{service}/{broker_id}"
-
-
-OFFLINE_REPLICAS = "/kbroker/offline_replicas"
 
 
 def offline_replicas_path(broker_id: int) -> str:
