@@ -33,7 +33,7 @@ def _backend(tmp_path: Path, zookeeper: str, broker_id: int) -> ZkMetadata:
     return ZkMetadata(config)
 
 
-async def _until(check: object, seconds: float = 20.0) -> None:
+async def _until(check: object, seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
     while not check():  # type: ignore[operator]
         assert time.monotonic() < deadline, "not seen in time"
@@ -67,6 +67,7 @@ async def test_the_controller_moves_the_failed_replicas_and_nothing_else(
             await backend.register([Endpoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id)])
         controller, failing, other = backends[2], backends[1], backends[3]
         assert controller.is_controller()
+        await _until(lambda: {b.broker_id for b in controller.brokers()} == {1, 2, 3})
         await controller.create_topic(
             "t", -1, -1, assignments={0: [1, 2, 3], 1: [1, 3, 2], 2: [3, 1, 2]}
         )
