@@ -263,9 +263,11 @@ class Broker:
     def log_dir_failed(self, log_dir: Path, exc: OSError) -> None:
         """A write to `log_dir` failed (ENOSPC, EIO, ...): as Kafka does (KIP-112), the
         directory goes offline and its replicas with it: their clients get
-        KAFKA_STORAGE_ERROR and look elsewhere. With no directory left the broker shuts
-        down (controlled shutdown first, so leadership moves in a cluster); after space
-        returns, a restart recovers the directory's logs."""
+        KAFKA_STORAGE_ERROR and look elsewhere. In a cluster the controller is told, and
+        moves those replicas' leaderships to other in-sync replicas and drops them from the
+        ISR (controller/zk_backend.py). With no directory left the broker shuts down
+        (controlled shutdown first, so leadership moves in a cluster); after space returns,
+        a restart recovers the directory's logs."""
         if log_dir not in self.logs.dirs:
             return  # offline already: the first failure was logged
         lost = self.logs.mark_offline(log_dir)
@@ -276,6 +278,8 @@ class Broker:
             len(lost),
         )
         self.replica_manager.take_offline(lost)
+        if self.zk is not None:
+            self.zk.log_dirs_failed([str(log_dir)], lost)
         if not self.logs.dirs and not self.stop_requested.is_set():
             log.error("every log directory has failed: shutting down")
             self.stop_requested.set()
