@@ -24,14 +24,15 @@ log dir and survives restarts. Files:
                 "permission_type": "Allow"}],
       "client_metrics": {"producers": {"interval.ms": "1000",
                                        "metrics": "org.apache.kafka.producer."}},
-      "group_configs": {"orders": {"consumer.session.timeout.ms": "50000"}}
+      "group_configs": {"orders": {"consumer.session.timeout.ms": "50000"}},
+      "mirror_links": {"eu": {"kbroker.mirror.source.bootstrap": "src:9092"}}
     }
 
 ``broker_configs`` are this broker's dynamic configs, ``default_broker_configs`` the
 cluster-wide ones (KIP-226; absent in older files). ``client_quotas``
 (controller/quota_store.py), ``scram_credentials`` (controller/credential_store.py),
-``acls`` (controller/acl_store.py), ``client_metrics`` and ``group_configs``
-(controller/named_configs.py) may be absent in older files.
+``acls`` (controller/acl_store.py), ``client_metrics``, ``group_configs`` and
+``mirror_links`` (controller/named_configs.py) may be absent in older files.
 
 It is replaced whole on every change: written to ``__kbroker_metadata.json.tmp``, fsynced,
 renamed over the old file, then the directory is fsynced (DESIGN rule 6), so a crash leaves
@@ -230,6 +231,9 @@ class EmbeddedMetadata(TopicCache):
     def group_configs(self) -> Mapping[str, Mapping[str, str]]:
         return self._named[named_configs.GROUPS]
 
+    def mirror_links(self) -> Mapping[str, Mapping[str, str]]:
+        return self._named[named_configs.MIRROR_LINKS]
+
     async def publish_service_url(self, service: str, url: str) -> None:
         self._service_urls[service] = url
 
@@ -397,6 +401,9 @@ class EmbeddedMetadata(TopicCache):
 
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         await self._set_named(named_configs.GROUPS, group_id, configs)
+
+    async def set_mirror_link(self, name: str, configs: Mapping[str, str]) -> None:
+        await self._set_named(named_configs.MIRROR_LINKS, name, configs)
 
     async def _set_named(
         self, kind: named_configs.NamedConfigKind, name: str, configs: Mapping[str, str]

@@ -216,6 +216,15 @@ class MetadataBackend(Protocol):
         """Replace one group's configs (none: remove them), persisted before return."""
         ...
 
+    def mirror_links(self) -> Mapping[str, Mapping[str, str]]:
+        """Mirror links' configs by link name (kbroker/mirror/link_configs.py); read-only,
+        and the same object until they change."""
+        ...
+
+    async def set_mirror_link(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace one link's configs (none: remove the link), persisted before return."""
+        ...
+
     async def publish_service_url(self, service: str, url: str) -> None:
         """Tell the other brokers where this broker serves an HTTP service (the schema
         registry's writer receives the writes of the others there); gone with the broker."""

@@ -212,6 +212,9 @@ class ZkMetadata(TopicCache):
     def group_configs(self) -> Mapping[str, Mapping[str, str]]:
         return self._snapshot.named[named_configs.GROUPS]
 
+    def mirror_links(self) -> Mapping[str, Mapping[str, str]]:
+        return self._snapshot.named[named_configs.MIRROR_LINKS]
+
     # --- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -1306,6 +1309,9 @@ class ZkMetadata(TopicCache):
 
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         await self._set_named(named_configs.GROUPS, group_id, configs)
+
+    async def set_mirror_link(self, name: str, configs: Mapping[str, str]) -> None:
+        await self._set_named(named_configs.MIRROR_LINKS, name, configs)
 
     async def _set_named(
         self, kind: named_configs.NamedConfigKind, name: str, configs: Mapping[str, str]

@@ -1,5 +1,7 @@
-"""``kbroker mirrors create|list|describe|pause|resume|promote``: mirror topics that follow the
-topics of another Kafka-compatible cluster, at the same offsets (kbroker/mirror/).
+"""``kbroker mirrors create|list|describe|pause|resume|promote|delete-link``: mirror topics
+that follow the topics of another Kafka-compatible cluster, at the same offsets
+(kbroker/mirror/). A link created with ``--topic-regex`` also mirrors the matching source
+topics created later; ``delete-link`` ends that (its mirror topics stay).
 
 ``--bootstrap-server`` and ``--command-config`` name the destination cluster (the one that
 mirrors); ``--source-bootstrap`` and ``--source-config`` the source. ``promote`` is the
@@ -17,7 +19,9 @@ from typing import Any
 from kbroker.cli.ops.admin import parse_bootstrap
 from kbroker.cli.ops.mirror import (
     create_mirrors,
+    delete_link,
     describe_lag,
+    link_records,
     list_links,
     selected,
     set_state,
@@ -66,13 +70,31 @@ async def _create(args: argparse.Namespace, client: KafkaClient) -> int:
 
 async def _list(args: argparse.Namespace, client: KafkaClient) -> int:
     found = await list_links(client)
+    links = await link_records(client)
     if args.json:
-        emit_json([dataclasses.asdict(f) for f in found])
+        emit_json(
+            {
+                "links": [dataclasses.asdict(link) for link in links],
+                "topics": [dataclasses.asdict(f) for f in found],
+            }
+        )
         return EXIT_OK
+    link_rows = [(k.link, k.source_bootstrap, k.topic_regex or "(named topics)") for k in links]
+    print(table(("LINK", "SOURCE", "FOLLOWS"), link_rows))
+    print()
     rows = [
         (f.topic, f.link, f.state, f.source_bootstrap, f.source_topic, f.partitions) for f in found
     ]
     print(table(("TOPIC", "LINK", "STATE", "SOURCE", "SOURCE TOPIC", "PARTITIONS"), rows))
+    return EXIT_OK
+
+
+async def _delete_link(args: argparse.Namespace, client: KafkaClient) -> int:
+    await delete_link(client, args.link)
+    if args.json:
+        emit_json({"deleted": args.link})
+    else:
+        print(f"deleted mirror link {args.link} (its mirror topics stay)")
     return EXIT_OK
 
 
@@ -138,7 +160,11 @@ def register(sub: Any) -> None:
     )
     which = create.add_mutually_exclusive_group(required=True)
     which.add_argument("--topic", action="append", default=[], help="a source topic (repeatable)")
-    which.add_argument("--topic-regex", metavar="REGEX", help="every source topic it matches")
+    which.add_argument(
+        "--topic-regex",
+        metavar="REGEX",
+        help="every source topic it matches (whole names), now and created later",
+    )
     create.add_argument("--link", default=DEFAULT_LINK, help=f"link name (default {DEFAULT_LINK})")
     create.add_argument(
         "--replication-factor", type=int, default=-1, help="default: the broker's default"
@@ -161,6 +187,13 @@ def register(sub: Any) -> None:
         "--source-config", metavar="FILE", help="client properties for the source connection"
     )
     describe.set_defaults(func=run_command(_describe))
+
+    deleting = actions.add_parser(
+        "delete-link", help="forget a link: no new source topic is mirrored, its topics stay"
+    )
+    add_common_options(deleting)
+    deleting.add_argument("--link", required=True)
+    deleting.set_defaults(func=run_command(_delete_link))
 
     for action, state, text in (
         ("pause", PAUSED, "stop following (the topic stays read-only)"),

@@ -23,6 +23,7 @@ from controller.interface import TopicInfo
 from kbroker.client import KafkaClient
 from kbroker.metrics import Exposition
 from kbroker.mirror.link import MirrorTopic, PartitionStatus
+from kbroker.mirror.link_follower import LinkFollower
 from kbroker.mirror.metrics import expose_mirrors
 from kbroker.mirror.partition_core import Backoff
 from kbroker.mirror.topic_configs import ACTIVE, PAUSED, MirrorSpec, mirror_spec, synced_configs
@@ -48,6 +49,7 @@ class MirrorManager:
         self._topics: dict[str, MirrorTopic] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._links = LinkFollower(broker)
 
     # MirrorHost ------------------------------------------------------------------------
 
@@ -105,8 +107,10 @@ class MirrorManager:
     def start(self) -> None:
         self._broker.metadata.add_listener(self._on_topic_change)
         self._task = asyncio.get_running_loop().create_task(self._run())
+        self._links.start()
 
     async def stop(self) -> None:
+        await self._links.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

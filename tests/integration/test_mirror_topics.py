@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import time
 import urllib.request
@@ -450,3 +451,53 @@ def test_link_cut_and_healed_while_mirroring(tmp_path: Path, destination: Broker
     finally:
         source.stop()
         link.close()
+
+
+def test_topic_regex_link_mirrors_source_topics_created_later(
+    tmp_path: Path, kbroker_source: BrokerProcess, destination: BrokerProcess
+) -> None:
+    create_topic(kbroker_source.bootstrap, "orders-eu", 1)
+    client_config = tmp_path / "source.properties"
+    client_config.write_text("metadata.max.age.ms=500\n")
+    created = mirrors(
+        "create",
+        "--bootstrap-server",
+        destination.bootstrap,
+        "--source-bootstrap",
+        kbroker_source.bootstrap,
+        "--source-config",
+        str(client_config),
+        "--topic-regex",
+        "orders-.*",
+        "--link",
+        "orders",
+    )
+    assert created.returncode == 0, created.stderr
+    listed = mirrors("list", "--bootstrap-server", destination.bootstrap, "--json")
+    assert listed.returncode == 0, listed.stderr
+    (link,) = json.loads(listed.stdout)["links"]
+    assert (link["link"], link["topic_regex"]) == ("orders", "orders-.*")
+    # Created at the source after the link: mirrored, with its partition count; a topic the
+    # regex does not match is not.
+    create_topic(kbroker_source.bootstrap, "orders-us", 2)
+    create_topic(kbroker_source.bootstrap, "payments", 1)
+    produce_plain(kbroker_source.bootstrap, "orders-us", [f"us-{i}" for i in range(50)])
+    wait_caught_up(kbroker_source.bootstrap, destination.bootstrap, "orders-us", 2)
+    assert_identical(kbroker_source.bootstrap, destination.bootstrap, "orders-us", 2)
+    # The link is kept in the metadata, not in the CLI: after a restart of the destination
+    # it still follows the regex.
+    destination.restart()
+    create_topic(kbroker_source.bootstrap, "orders-apac", 1)
+    produce_plain(kbroker_source.bootstrap, "orders-apac", ["apac-0", "apac-1"])
+    wait_caught_up(kbroker_source.bootstrap, destination.bootstrap, "orders-apac", 1)
+    topics = AdminClient({"bootstrap.servers": destination.bootstrap}).list_topics(timeout=30)
+    assert {"orders-eu", "orders-us", "orders-apac"} <= set(topics.topics)
+    assert "payments" not in topics.topics
+    listed = mirrors("list", "--bootstrap-server", destination.bootstrap)
+    assert "orders-apac" in listed.stdout and "orders-.*" in listed.stdout
+    deleted = mirrors(
+        "delete-link", "--bootstrap-server", destination.bootstrap, "--link", "orders"
+    )
+    assert deleted.returncode == 0, deleted.stderr
+    listed = mirrors("list", "--bootstrap-server", destination.bootstrap, "--json")
+    assert json.loads(listed.stdout)["links"] == []
