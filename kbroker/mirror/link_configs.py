@@ -17,6 +17,8 @@ configs removes it (the mirror topics stay, and keep following their source).
   the topics named at creation.
 - ``kbroker.mirror.replication.factor``: the replication factor of the topics the link
   creates later (default -1, the broker's default).
+- ``kbroker.mirror.fetch.max.bytes.per.second``: the link's fetch rate cap, per broker, as
+  Kafka's replication throttles (kbroker/mirror/throttle.py); dynamic. Unset: no cap.
 - ``kbroker.mirror.group.filter`` and ``kbroker.mirror.group.sync.ms``: given to the
   topics the link creates later.
 """
@@ -50,7 +52,15 @@ from wire.errors import ErrorCode, KafkaError
 MIRROR_LINK_RESOURCE = 100
 TOPIC_REGEX = PREFIX + "topic.regex"
 REPLICATION_FACTOR = PREFIX + "replication.factor"
-NAMES = (SOURCE_BOOTSTRAP, TOPIC_REGEX, REPLICATION_FACTOR, GROUP_FILTER, GROUP_SYNC_MS)
+FETCH_RATE = PREFIX + "fetch.max.bytes.per.second"
+NAMES = (
+    SOURCE_BOOTSTRAP,
+    TOPIC_REGEX,
+    REPLICATION_FACTOR,
+    FETCH_RATE,
+    GROUP_FILTER,
+    GROUP_SYNC_MS,
+)
 # The link configs every topic the link creates carries too.
 _TOPIC_SHARED = (SOURCE_BOOTSTRAP, GROUP_FILTER, GROUP_SYNC_MS)
 _LINK_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -81,6 +91,12 @@ def validate_link_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
                 raise KafkaError(
                     ErrorCode.INVALID_CONFIG,
                     f"Invalid value {value!r} for {name}: -1 or a positive integer",
+                )
+        elif name == FETCH_RATE:
+            if not (value.isdigit() and int(value) > 0):
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Invalid value {value!r} for {name}: a positive integer (bytes/s)",
                 )
         else:
             topic_configs.validate_mirror_config(name, value)
@@ -125,6 +141,12 @@ def mirror_topic_configs(
     out = {k: v for k, v in configs.items() if k in _TOPIC_SHARED or k.startswith(SOURCE_CONFIG)}
     out.update({LINK: link, SOURCE_TOPIC: source_topic, STATE: ACTIVE})
     return out
+
+
+def fetch_rate(configs: Mapping[str, str]) -> int | None:
+    """The link's fetch rate cap in bytes/s; None: no cap."""
+    value = configs.get(FETCH_RATE)
+    return None if value is None else int(value)
 
 
 def replication_factor(configs: Mapping[str, str]) -> int:

@@ -23,9 +23,11 @@ from controller.interface import TopicInfo
 from kbroker.client import KafkaClient
 from kbroker.metrics import Exposition
 from kbroker.mirror.link import MirrorTopic, PartitionStatus
+from kbroker.mirror.link_configs import fetch_rate
 from kbroker.mirror.link_follower import LinkFollower
 from kbroker.mirror.metrics import expose_mirrors
 from kbroker.mirror.partition_core import Backoff
+from kbroker.mirror.throttle import LinkThrottle
 from kbroker.mirror.topic_configs import ACTIVE, PAUSED, MirrorSpec, mirror_spec, synced_configs
 from kbroker.partition import Partition
 from replication.fetcher import make_settings
@@ -50,6 +52,8 @@ class MirrorManager:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._links = LinkFollower(broker)
+        # Link name -> its fetch rate cap, shared by the link's topics followed here.
+        self._throttles: dict[str, LinkThrottle] = {}
 
     # MirrorHost ------------------------------------------------------------------------
 
@@ -156,6 +160,10 @@ class MirrorManager:
 
     async def _reconcile(self) -> None:
         wanted = self._wanted()
+        records = self._broker.metadata.mirror_links()
+        for link in {spec.link for spec, _ in wanted.values()}:
+            throttle = self._throttles.setdefault(link, LinkThrottle())
+            throttle.set_rate(fetch_rate(records.get(link, {})))
         for name, mirror in list(self._topics.items()):
             entry = wanted.get(name)
             if entry is None or entry[0].runner_key() != mirror.spec.runner_key():
@@ -171,6 +179,7 @@ class MirrorManager:
                     spec,
                     make_settings(self._broker.config.get),
                     BACKOFF,
+                    self._throttles[spec.link],
                 )
                 self._topics[name] = mirror
                 mirror.start()

@@ -44,6 +44,7 @@ from tests.integration.mirror_support import (
     produce_error_message,
     produce_plain,
     produce_transactions,
+    raw_batches,
     wait_caught_up,
 )
 from tests.security.secure_broker import start_secure_broker
@@ -501,3 +502,52 @@ def test_topic_regex_link_mirrors_source_topics_created_later(
     assert deleted.returncode == 0, deleted.stderr
     listed = mirrors("list", "--bootstrap-server", destination.bootstrap, "--json")
     assert json.loads(listed.stdout)["links"] == []
+
+
+def _copy_seconds(source: str, destination: str, topic: str, values: list[str]) -> float:
+    started = time.monotonic()
+    # Batches of 16 KB: the cap paces fetches, and a fetch answers at least one batch.
+    produce_plain(source, topic, values, batch_size=16384)
+    wait_caught_up(source, destination, topic, 1)
+    return time.monotonic() - started
+
+
+def test_a_link_fetch_cap_holds_its_rate_and_changes_at_once(
+    kbroker_source: BrokerProcess, destination: BrokerProcess
+) -> None:
+    topic = "capped"
+    create_topic(kbroker_source.bootstrap, topic, 1)
+    source, mirror = kbroker_source.bootstrap, destination.bootstrap
+    created = mirrors(
+        "create", "--bootstrap-server", mirror, "--source-bootstrap", source, "--topic", topic
+    )
+    assert created.returncode == 0, created.stderr
+    cap = 200_000
+    capped = mirrors(
+        "throttle",
+        "--bootstrap-server",
+        mirror,
+        "--link",
+        "default",
+        "--fetch-max-bytes-per-second",
+        str(cap),
+    )
+    assert capped.returncode == 0, capped.stderr
+    values = [f"{i:04d}" + "x" * 996 for i in range(800)]
+    seconds = _copy_seconds(source, mirror, topic, values)
+    copied = sum(len(b) for b in raw_batches(source, topic, 0))
+    # The first fetch (a second's worth) goes at once; the rest at the cap.
+    least = (copied - cap) / cap
+    assert least * 0.9 <= seconds <= least * 2 + 5, (copied, seconds)
+    lifted = mirrors(
+        "throttle",
+        "--bootstrap-server",
+        mirror,
+        "--link",
+        "default",
+        "--fetch-max-bytes-per-second",
+        "0",
+    )
+    assert lifted.returncode == 0, lifted.stderr
+    assert _copy_seconds(source, mirror, topic, values) < least * 0.9
+    assert_identical(source, mirror, topic, 1)

@@ -28,7 +28,12 @@ from kbroker.cli.ops.admin import (
 from kbroker.cli.ops.admin import alter_topic_configs as alter_configs
 from kbroker.cli.ops.audit import read_audit
 from kbroker.client import LATEST, KafkaClient
-from kbroker.mirror.link_configs import MIRROR_LINK_RESOURCE, REPLICATION_FACTOR, TOPIC_REGEX
+from kbroker.mirror.link_configs import (
+    FETCH_RATE,
+    MIRROR_LINK_RESOURCE,
+    REPLICATION_FACTOR,
+    TOPIC_REGEX,
+)
 from kbroker.mirror.topic_configs import (
     ACTIVE,
     COPIED_CONFIGS,
@@ -125,6 +130,7 @@ async def create_mirrors(
     pattern: str | None,
     replication_factor: int,
     group_filter: str | None = None,
+    fetch_rate: int | None = None,
 ) -> list[MirrorTopicInfo]:
     """Create a mirror topic for each source topic chosen, with the source's partition count
     and copied configs; the brokers leading its partitions start following at once, and
@@ -152,6 +158,8 @@ async def create_mirrors(
         record[REPLICATION_FACTOR] = str(replication_factor)
     if group_filter is not None:
         record[GROUP_FILTER] = group_filter
+    if fetch_rate is not None:
+        record[FETCH_RATE] = str(fetch_rate)
     await alter_link(client, link, record, [])
     return created
 
