@@ -8,7 +8,8 @@ refused with INVALID_REQUEST, as Kafka does.
 Authorization (kbroker/authorization.py), as Kafka's, before anything else about the topic
 (so that a refusal tells nothing about its existence): creating needs CREATE on the cluster
 or the topic, deleting DELETE on the topic, adding partitions ALTER on the topic; a topic
-refused is TOPIC_AUTHORIZATION_FAILED.
+refused is TOPIC_AUTHORIZATION_FAILED. A mirror topic (``kbroker.mirror.*`` configs) also
+needs ALTER on the cluster (kbroker/mirror/access.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kbroker.authorization import authorize
 from kbroker.config import describe_topic_configs
 from kbroker.dynamic_config import stored_dynamic_configs
 from kbroker.handlers.throttling import MutationQuota
+from kbroker.mirror.access import changes_link, check_link_access
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
@@ -70,6 +72,8 @@ async def _create_topic(broker: Broker, topic: CreatableTopic, validate_only: bo
     configs = {c.name: c.value for c in topic.configs}
     if any(value is None for value in configs.values()):
         raise KafkaError(ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs")
+    if changes_link({}, configs):
+        check_link_access(broker, f"mirror topic {topic.name}")
     return await broker.metadata.create_topic(
         topic.name,
         topic.num_partitions,

@@ -16,7 +16,8 @@ INVALID_REQUEST, as Kafka answers them. ``validate_only`` checks without changin
 Authorization (kbroker/authorization.py), as Kafka's: describing needs DESCRIBE_CONFIGS and
 altering ALTER_CONFIGS, on the topic (else TOPIC_AUTHORIZATION_FAILED), on the group (else
 GROUP_AUTHORIZATION_FAILED) or, for a broker, on the cluster (else
-CLUSTER_AUTHORIZATION_FAILED), as for client metrics.
+CLUSTER_AUTHORIZATION_FAILED), as for client metrics. A change of a topic's mirror configs
+and of a mirror link also needs ALTER on the cluster (kbroker/mirror/access.py).
 
 Client-metrics subscriptions answer as Kafka 4.3 does: any non-empty name describes (with
 the defaults when it has no config), deleting all its configs (or an AlterConfigs with
@@ -49,6 +50,7 @@ from kbroker.config_defs import BROKER_DEFS, TOPIC_DEFS, ConfigSource, ConfigTyp
 from kbroker.dynamic_config import configuration_with, stored_dynamic_configs
 from kbroker.group import group_configs
 from kbroker.mirror import link_configs
+from kbroker.mirror.access import changes_link, check_link_access
 from kbroker.mirror.link_configs import MIRROR_LINK_RESOURCE
 from kbroker.mirror.topic_configs import check_mirror_change, is_mirror_config
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -137,11 +139,11 @@ def _check_access(broker: Broker, operation: AclOperation, resource_type: int, n
         if not authorize(broker, operation, ResourceType.CLUSTER, CLUSTER_NAME):
             raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
     elif resource_type == MIRROR_LINK_RESOURCE:
-        # A link reaches into another cluster with its credentials: changing one takes ALTER
-        # on the cluster (kbroker/mirror/access.py), describing one DESCRIBE_CONFIGS there.
+        # Changing a link takes ALTER on the cluster (kbroker/mirror/access.py), describing
+        # one DESCRIBE_CONFIGS there.
         if operation is AclOperation.ALTER_CONFIGS:
-            operation = AclOperation.ALTER
-        if not authorize(broker, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+            check_link_access(broker, f"mirror link {name}")
+        elif not authorize(broker, operation, ResourceType.CLUSTER, CLUSTER_NAME):
             raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
 
 
@@ -247,6 +249,8 @@ async def _replace_configs(
         current = _existing_topic(broker, name)
         validate_topic_configs(configs)
         check_mirror_change(name, current, configs)
+        if changes_link(current, configs):
+            check_link_access(broker, f"topic {name}")
         if not validate_only:
             await broker.metadata.set_topic_configs(name, _non_null(configs))
         return
@@ -457,6 +461,8 @@ async def _alter_incrementally(
         )
         validate_topic_configs(updated)
         check_mirror_change(name, current, updated)
+        if changes_link(current, updated):
+            check_link_access(broker, f"topic {name}")
         if not validate_only:
             await broker.metadata.set_topic_configs(name, updated)
         return
