@@ -19,10 +19,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kbroker.authorization import authorize
-from kbroker.config import describe_topic_configs
+from kbroker.config import describe_topic_configs, validate_topic_configs
 from kbroker.dynamic_config import stored_dynamic_configs
 from kbroker.handlers.throttling import MutationQuota
 from kbroker.mirror.access import changes_link, check_link_access
+from kbroker.mirror.secrets import encode_secrets, encoder_from
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
@@ -72,14 +73,18 @@ async def _create_topic(broker: Broker, topic: CreatableTopic, validate_only: bo
     configs = {c.name: c.value for c in topic.configs}
     if any(value is None for value in configs.values()):
         raise KafkaError(ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs")
-    if changes_link({}, configs):
+    stored = {k: v for k, v in configs.items() if v is not None}
+    if changes_link({}, stored):
         check_link_access(broker, f"mirror topic {topic.name}")
+        # Checked in clear, then stored with its secrets encrypted.
+        validate_topic_configs(stored)
+        stored = encode_secrets(stored, {}, encoder_from(broker.config.get))
     return await broker.metadata.create_topic(
         topic.name,
         topic.num_partitions,
         topic.replication_factor,
         assignments=assignments or None,
-        configs={k: v for k, v in configs.items() if v is not None},
+        configs=stored,
         validate_only=validate_only,
     )
 

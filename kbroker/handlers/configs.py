@@ -52,6 +52,7 @@ from kbroker.group import group_configs
 from kbroker.mirror import link_configs
 from kbroker.mirror.access import changes_link, check_link_access
 from kbroker.mirror.link_configs import MIRROR_LINK_RESOURCE
+from kbroker.mirror.secrets import encode_secrets, encoder_from
 from kbroker.mirror.topic_configs import check_mirror_change, is_mirror_config
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kbroker.telemetry import subscriptions
@@ -251,8 +252,9 @@ async def _replace_configs(
         check_mirror_change(name, current, configs)
         if changes_link(current, configs):
             check_link_access(broker, f"topic {name}")
+        stored = encode_secrets(_non_null(configs), current, encoder_from(broker.config.get))
         if not validate_only:
-            await broker.metadata.set_topic_configs(name, _non_null(configs))
+            await broker.metadata.set_topic_configs(name, stored)
         return
     if resource_type == BROKER:
         _check_broker_name(broker, name)
@@ -277,7 +279,11 @@ async def _set_mirror_link(
     broker: Broker, name: str, configs: Mapping[str, str | None], validate_only: bool
 ) -> None:
     link_configs.check_link_name(name)
-    stored = link_configs.validate_link_configs(configs)
+    stored = encode_secrets(
+        link_configs.validate_link_configs(configs),
+        broker.metadata.mirror_links().get(name, {}),
+        encoder_from(broker.config.get),
+    )
     if not validate_only:
         await broker.metadata.set_mirror_link(name, stored)
 
@@ -463,8 +469,9 @@ async def _alter_incrementally(
         check_mirror_change(name, current, updated)
         if changes_link(current, updated):
             check_link_access(broker, f"topic {name}")
+        stored = encode_secrets(updated, current, encoder_from(broker.config.get))
         if not validate_only:
-            await broker.metadata.set_topic_configs(name, updated)
+            await broker.metadata.set_topic_configs(name, stored)
         return
     if resource_type == BROKER:
         _check_broker_name(broker, name)

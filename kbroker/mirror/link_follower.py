@@ -28,6 +28,7 @@ from kbroker.mirror.link_configs import (
     replication_factor,
     topics_to_create,
 )
+from kbroker.mirror.secrets import PasswordEncoder, SecretError, decode_secrets
 from kbroker.mirror.topic_configs import SOURCE_BOOTSTRAP, SOURCE_CONFIG
 from replication.fetcher import NETWORK_ERRORS
 from wire.errors import ErrorCode, KafkaError
@@ -52,10 +53,12 @@ class LinkFollower:
     def __init__(
         self,
         broker: Broker,
+        encoder: PasswordEncoder | None,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._broker = broker
+        self._encoder = encoder
         self._clock = clock
         # Link name -> (its configs when last looked at, when to look again).
         self._due: dict[str, tuple[Mapping[str, str], float]] = {}
@@ -99,15 +102,19 @@ class LinkFollower:
             self._due[name] = (configs, now + max_age_ms / 1000)
             try:
                 await self._follow(name, configs)
+            except SecretError as exc:
+                log.error("mirror link %s: its source secrets: %s", name, exc)
             except (*NETWORK_ERRORS, KafkaError) as exc:
                 log.warning("mirror link %s: source not read: %s", name, exc)
 
     async def _follow(self, link: str, configs: Mapping[str, str]) -> None:
+        """``configs`` as stored: the new topics get them so, secrets encrypted."""
+        readable = decode_secrets(configs, self._encoder)
         async with KafkaClient(
             [parse_address(a) for a in configs[SOURCE_BOOTSTRAP].split(",")],
             client_id=f"kbroker-mirror-link-{link}",
             timeout=SOURCE_TIMEOUT_SECONDS,
-            security=security_config(client_props(configs)),
+            security=security_config(client_props(readable)),
         ) as source:
             found = await source.partitions(None)
         source_topics = {name: len(partitions) for name, partitions in found.items()}

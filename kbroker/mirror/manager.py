@@ -27,6 +27,7 @@ from kbroker.mirror.link_configs import fetch_rate
 from kbroker.mirror.link_follower import LinkFollower
 from kbroker.mirror.metrics import expose_mirrors
 from kbroker.mirror.partition_core import Backoff
+from kbroker.mirror.secrets import SecretError, decode_secrets, encoder_from
 from kbroker.mirror.throttle import LinkThrottle
 from kbroker.mirror.topic_configs import ACTIVE, PAUSED, MirrorSpec, mirror_spec, synced_configs
 from kbroker.partition import Partition
@@ -51,7 +52,11 @@ class MirrorManager:
         self._topics: dict[str, MirrorTopic] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._links = LinkFollower(broker)
+        # password.encoder.secret is a static config, as in Kafka.
+        self._encoder = encoder_from(broker.config.get)
+        self._links = LinkFollower(broker, self._encoder)
+        # Topics whose secrets do not decode, logged once.
+        self._undecodable: set[str] = set()
         # Link name -> its fetch rate cap, shared by the link's topics followed here.
         self._throttles: dict[str, LinkThrottle] = {}
 
@@ -153,7 +158,16 @@ class MirrorManager:
         wanted: dict[str, tuple[MirrorSpec, set[int]]] = {}
         for name, indexes in led.items():
             info = self._broker.metadata.topic(name)
-            spec = None if info is None else mirror_spec(name, info.configs)
+            if info is None or mirror_spec(name, info.configs) is None:
+                continue
+            try:
+                spec = mirror_spec(name, decode_secrets(info.configs, self._encoder))
+            except SecretError as exc:
+                if name not in self._undecodable:
+                    self._undecodable.add(name)
+                    log.error("mirror %s: not followed, its source secrets: %s", name, exc)
+                continue
+            self._undecodable.discard(name)
             if spec is not None and spec.following:
                 wanted[name] = (spec, indexes)
         return wanted

@@ -58,7 +58,11 @@ def metrics_of(broker: BrokerProcess) -> str:
 
 @pytest.fixture
 def destination(tmp_path: Path) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(tmp_path / "destination", overrides={"metrics.port": str(free_port())})
+    broker = BrokerProcess(
+        tmp_path / "destination",
+        # The links' secrets are stored encrypted with it (kbroker/mirror/secrets.py).
+        overrides={"metrics.port": str(free_port()), "password.encoder.secret": "mirror-tests"},
+    )
     broker.start()
     try:
         yield broker
@@ -357,7 +361,7 @@ def test_secured_sources_over_sasl_plain_and_mutual_tls(
 ) -> None:
     """The link's client properties (``--source-config``, as Kafka clients read them) reach
     the source through the client core: SASL PLAIN with a JAAS line, and mutual TLS; the
-    JAAS line is kept as a sensitive config."""
+    JAAS line is kept as a sensitive config, stored encrypted."""
     source = start_secure_broker(tmp_path / "secure-source")
     try:
         plain = source.java_settings("sasl_plaintext_plain")
@@ -379,8 +383,23 @@ def test_secured_sources_over_sasl_plain_and_mutual_tls(
                 str(properties),
                 "--topic",
                 topic,
+                "--link",
+                topic,
             )
             assert created.returncode == 0, created.stderr
+        # A link follows one source: another source needs another link name.
+        again = mirrors(
+            "create",
+            "--bootstrap-server",
+            destination.bootstrap,
+            "--source-bootstrap",
+            source.process.bootstrap,
+            "--topic",
+            "via-plain",
+            "--link",
+            "via-mtls",
+        )
+        assert again.returncode != 0 and "link 'via-mtls' follows" in again.stderr
         for topic in ("via-plain", "via-mtls"):
             wait_caught_up(source.process.bootstrap, destination.bootstrap, topic, 1)
             assert_identical(source.process.bootstrap, destination.bootstrap, topic, 1)
@@ -390,6 +409,10 @@ def test_secured_sources_over_sasl_plain_and_mutual_tls(
         jaas = entries["kbroker.mirror.source.config.sasl.jaas.config"]
         assert jaas.is_sensitive and jaas.value is None
         assert entries["kbroker.mirror.source.config.sasl.mechanism"].value == "PLAIN"
+        # Encrypted in the metadata store, topic and link record alike.
+        stored = (tmp_path / "destination" / "logs" / "__kbroker_metadata.json").read_text()
+        assert plain["sasl.jaas.config"] not in stored
+        assert stored.count("encryptedPassword:") == 2
     finally:
         source.process.stop()
 

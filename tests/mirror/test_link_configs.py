@@ -98,7 +98,7 @@ async def listed(broker: Any) -> list[str]:
 
 
 async def test_a_link_record_is_listed_described_and_survives_a_restart(tmp_path: Path) -> None:
-    broker = await make_broker(tmp_path)
+    broker = await make_broker(tmp_path, **{"password.encoder.secret": "cluster-secret"})
     code = await alter(
         broker,
         "eu",

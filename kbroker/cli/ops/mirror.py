@@ -137,6 +137,12 @@ async def create_mirrors(
     copy the committed offsets of the source groups ``group_filter`` matches. Then write
     the link's record: with ``pattern``, the cluster creates the source's matching topics
     that appear later (kbroker/mirror/link_follower.py)."""
+    existing = await link_records(client, [link])
+    if existing and existing[0].source_bootstrap != source_bootstrap:
+        raise OpsError(
+            f"link {link!r} follows {existing[0].source_bootstrap}: name another link "
+            f"(--link) for {source_bootstrap}"
+        )
     chosen = await source_topics(source, topics, pattern)
     configs = await topic_configs(source, sorted(chosen))
     created: list[MirrorTopicInfo] = []
