@@ -56,6 +56,7 @@ import logging
 import os
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -494,6 +495,25 @@ class EmbeddedMetadata(TopicCache):
             topics[name] = changed
             await self._commit(topics, [(changed, name)])
             return changed
+
+    async def raise_leader_epoch(
+        self, topic: str, partition: int, leader_epoch: int, above: int
+    ) -> int | None:
+        async with self._lock:
+            info = self._topics.get(topic)
+            if info is None or partition >= len(info.partitions):
+                return None
+            current = info.partitions[partition]
+            if current.leader != self._config.broker_id or current.leader_epoch != leader_epoch:
+                return None
+            epoch = max(leader_epoch, above) + 1
+            partitions = list(info.partitions)
+            partitions[partition] = replace(current, leader_epoch=epoch)
+            changed = replace(info, partitions=tuple(partitions))
+            topics = dict(self._topics)
+            topics[topic] = changed
+            await self._commit(topics, [(changed, topic)])
+            return epoch
 
     async def allocate_producer_ids(self) -> ProducerIdBlock:
         async with self._lock:

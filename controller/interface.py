@@ -134,6 +134,15 @@ class MetadataBackend(Protocol):
         replicas in order."""
         ...
 
+    async def raise_leader_epoch(
+        self, topic: str, partition: int, leader_epoch: int, above: int
+    ) -> int | None:
+        """This broker leads the partition at ``leader_epoch``: lead it on (same replicas and
+        ISR) at a new epoch above both ``leader_epoch`` and ``above``, written conditionally
+        as an ISR change is; returns the new epoch, None when this broker no longer leads at
+        ``leader_epoch`` (a promoted mirror's partition, kbroker/mirror/manager.py)."""
+        ...
+
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
         """Replace the topic's config overrides."""
         ...

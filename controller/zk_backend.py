@@ -1072,6 +1072,30 @@ class ZkMetadata(TopicCache):
         await self._refresh_after_write()
         return tuple(isr)
 
+    async def raise_leader_epoch(
+        self, topic: str, partition: int, leader_epoch: int, above: int
+    ) -> int | None:
+        """The leader's own write, as ``alter_isr``: conditional on the state version it last
+        read, so it loses against the controller's elections."""
+        entry = self._snapshot.states.get((topic, partition))
+        if entry is None:
+            return None
+        state, version = entry
+        if state.leader != self._me or state.leader_epoch != leader_epoch:
+            return None
+        epoch = max(leader_epoch, above) + 1
+        new = PartitionState(self._me, epoch, state.isr, state.controller_epoch)
+        path = zk_paths.state_path(topic, partition)
+        try:
+            await self._in_thread(self._zk.set, path, zk_paths.encode_state(new), version)
+        except (BadVersionError, NoNodeError):
+            self._mark_stale([path])
+            await self._refresh_after_write()
+            return None
+        self._mark_stale([path])
+        await self._refresh_after_write()
+        return epoch
+
     # --- changes ---------------------------------------------------------------------------
 
     def _racks(self) -> dict[int, str | None]:

@@ -172,7 +172,35 @@ class MirrorManager:
                 wanted[name] = (spec, indexes)
         return wanted
 
+    async def _raise_promoted_epochs(self) -> None:
+        """A promoted mirror's partition led here whose log holds a higher leader epoch (the
+        source's) than its own takes an epoch above it, so that local batches never go back
+        in epochs (KIP-101: the epoch history must grow); until then Produce answers
+        NOT_LEADER_OR_FOLLOWER (kbroker/partition.py), which producers retry."""
+        for (topic, index), partition in list(self._broker.partitions.items()):
+            if not partition.is_leader:
+                continue
+            highest = partition.log.latest_epoch()
+            if highest <= partition.leader_epoch:
+                continue
+            info = self._broker.metadata.topic(topic)
+            spec = None if info is None else mirror_spec(topic, info.configs)
+            if spec is None or spec.following:
+                continue
+            epoch = await self._broker.metadata.raise_leader_epoch(
+                topic, index, partition.leader_epoch, highest
+            )
+            log.info(
+                "mirror %s-%d promoted: leader epoch %d -> %s, above the source's %d",
+                topic,
+                index,
+                partition.leader_epoch,
+                epoch,
+                highest,
+            )
+
     async def _reconcile(self) -> None:
+        await self._raise_promoted_epochs()
         wanted = self._wanted()
         records = self._broker.metadata.mirror_links()
         for link in {spec.link for spec, _ in wanted.values()}:
