@@ -1262,8 +1262,8 @@ class ZkMetadata(TopicCache):
 
     async def _write_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Kafka's ZooKeeper mode stores passwords only encrypted with
-        password.encoder.secret, which kbroker does not have: refused as Kafka refuses
-        them without it."""
+        password.encoder.secret, which kbroker uses so far only for the mirror links'
+        secrets (kbroker/mirror/secrets.py): refused as Kafka refuses them without it."""
         if any(is_password_config(name) for name in configs):
             raise KafkaError(ErrorCode.INVALID_CONFIG, "Password encoder secret not configured")
         await self._zk_call(self._replace_entity_config, f"brokers/{entity}", configs)
