@@ -235,6 +235,9 @@ class ZkMetadata(TopicCache):
     def group_configs(self) -> Mapping[str, Mapping[str, str]]:
         return self._snapshot.named[named_configs.GROUPS]
 
+    def mirror_links(self) -> Mapping[str, Mapping[str, str]]:
+        return self._snapshot.named[named_configs.MIRROR_LINKS]
+
     # --- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -1195,6 +1198,30 @@ class ZkMetadata(TopicCache):
         await self._refresh_after_write()
         return tuple(isr)
 
+    async def raise_leader_epoch(
+        self, topic: str, partition: int, leader_epoch: int, above: int
+    ) -> int | None:
+        """The leader's own write, as ``alter_isr``: conditional on the state version it last
+        read, so it loses against the controller's elections."""
+        entry = self._snapshot.states.get((topic, partition))
+        if entry is None:
+            return None
+        state, version = entry
+        if state.leader != self._me or state.leader_epoch != leader_epoch:
+            return None
+        epoch = max(leader_epoch, above) + 1
+        new = PartitionState(self._me, epoch, state.isr, state.controller_epoch)
+        path = zk_paths.state_path(topic, partition)
+        try:
+            await self._in_thread(self._zk.set, path, zk_paths.encode_state(new), version)
+        except (BadVersionError, NoNodeError):
+            self._mark_stale([path])
+            await self._refresh_after_write()
+            return None
+        self._mark_stale([path])
+        await self._refresh_after_write()
+        return epoch
+
     # --- changes ---------------------------------------------------------------------------
 
     def _racks(self) -> dict[int, str | None]:
@@ -1361,8 +1388,8 @@ class ZkMetadata(TopicCache):
 
     async def _write_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Kafka's ZooKeeper mode stores passwords only encrypted with
-        password.encoder.secret, which kbroker does not have: refused as Kafka refuses
-        them without it."""
+        password.encoder.secret, which kbroker uses so far only for the mirror links'
+        secrets (kbroker/mirror/secrets.py): refused as Kafka refuses them without it."""
         if any(is_password_config(name) for name in configs):
             raise KafkaError(ErrorCode.INVALID_CONFIG, "Password encoder secret not configured")
         await self._zk_call(self._replace_entity_config, f"brokers/{entity}", configs)
@@ -1432,6 +1459,9 @@ class ZkMetadata(TopicCache):
 
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         await self._set_named(named_configs.GROUPS, group_id, configs)
+
+    async def set_mirror_link(self, name: str, configs: Mapping[str, str]) -> None:
+        await self._set_named(named_configs.MIRROR_LINKS, name, configs)
 
     async def _set_named(
         self, kind: named_configs.NamedConfigKind, name: str, configs: Mapping[str, str]

@@ -80,9 +80,11 @@ PERSISTENT_PATHS = (
     "/config/clients",
     "/config/ips",
     "/config/changes",
-    # Client-metrics subscriptions and group configs (controller/named_configs.py).
+    # Client-metrics subscriptions, group configs and mirror links
+    # (controller/named_configs.py).
     "/config/client-metrics",
     "/config/groups",
+    "/config/kbroker-mirror-links",
 )
 
 
