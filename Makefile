@@ -137,4 +137,4 @@ spark-demo: install
 # brokers in network namespaces, checked for lost, duplicated and vanished records (chaos/).
 # One schedule at a time: SEED=first seed, RUNS=how many, DURATION=seconds each, ACKS=all|1.
 chaos: install
-	$(PY) -m chaos.run --seed $${SEED:-1} --runs $${RUNS:-5} --duration $${DURATION:-90} --acks $${ACKS:-all}
+	$(PY) -m chaos.run --seed $${SEED:-1} --runs $${RUNS:-5} --duration $${DURATION:-90} --acks $${ACKS:-all} --overlap $${OVERLAP:-1}

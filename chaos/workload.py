@@ -3,11 +3,11 @@
 Creates the topic (3 partitions, replication factor 3, min.insync.replicas=2), touches
 ``<out>.ready``, then for ``--duration`` seconds writes unique values (``v<n>``) with one
 producer (idempotent and acks=all, or plain acks=1 with ``--acks 1``) while a consumer reads
-every partition from the start. Every acknowledgement (partition, offset, value) and every
-record read is recorded. When the producer stops, the workload waits for ``<out>.healed``
-(every fault healed), flushes, reads each partition from the log start to its high watermark
-and writes the history (see chaos/checker.py; ``high`` holds the high watermarks read
-back) to ``--out``.
+every partition from the start. Every acknowledgement (partition, offset, value), every
+record read and the time each value was handed to the producer (``attempts``) is recorded.
+When the producer stops, the workload waits for ``<out>.healed`` (every fault healed),
+flushes, reads each partition from the log start to its high watermark and writes the
+history (see chaos/checker.py; ``high`` holds the high watermarks read back) to ``--out``.
 """
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ def produce(bootstrap: str, acks: str, duration: float, history: dict[str, Any])
     while time.time() - history["start"] < duration:
         try:
             producer.produce(TOPIC, f"v{n}".encode(), on_delivery=delivered)
+            history["attempts"].append(time.time())
             n += 1
         except BufferError:
             pass
@@ -168,7 +169,13 @@ def main() -> None:
     parser.add_argument("--acks", choices=["all", "1"], default="all")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    history: dict[str, Any] = {"acked": [], "failed": [], "seen": [], "acks": args.acks}
+    history: dict[str, Any] = {
+        "acked": [],
+        "failed": [],
+        "seen": [],
+        "attempts": [],
+        "acks": args.acks,
+    }
     create_topic(args.bootstrap, 120)
     Path(f"{args.out}.ready").touch()
     reader = Reader(args.bootstrap)
