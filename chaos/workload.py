@@ -23,6 +23,7 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
+    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -47,7 +48,7 @@ def create_topic(bootstrap: str, timeout: float) -> None:
             raise RuntimeError("the brokers did not register")
         time.sleep(0.5)
     topic = NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
-    admin.create_topics([topic], request_timeout=30)[TOPIC].result(60)
+    create_until_registered(admin, topic, deadline)
     while True:
         parts = admin.list_topics(TOPIC, timeout=5).topics[TOPIC].partitions
         if len(parts) == PARTITIONS and all(
@@ -56,6 +57,23 @@ def create_topic(bootstrap: str, timeout: float) -> None:
             return
         if time.monotonic() > deadline:
             raise RuntimeError("the topic did not get in sync")
+        time.sleep(0.5)
+
+
+def create_until_registered(admin: AdminClient, topic: NewTopic, deadline: float) -> None:
+    """Create ``topic``, again while the brokers are not all registered yet: the broker that
+    creates it may not see a broker yet that the one that answered Metadata saw ("only 2
+    broker(s) are registered"). A retried create may find its first attempt done."""
+    while True:
+        try:
+            admin.create_topics([topic], request_timeout=30)[topic.topic].result(60)
+            return
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            if code != KafkaError.INVALID_REPLICATION_FACTOR or time.monotonic() > deadline:
+                raise
         time.sleep(0.5)
 
 
