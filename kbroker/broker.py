@@ -194,6 +194,7 @@ class Broker:
             isr_writer=self.zk,
             clock=clock,
             on_storage_error=self._replica_storage_failed,
+            on_log_dir_error=self.log_dir_failed,
         )
         # Every partition replica hosted here, leader or follower.
         self.partitions: dict[tuple[str, int], Partition] = self.replica_manager.partitions
@@ -472,7 +473,8 @@ class Broker:
     async def _flush_periodically(self) -> None:
         while True:
             await asyncio.sleep(FLUSH_CHECK_SECONDS)
-            self.logs.flush_due()
+            for log_dir, exc in self.logs.flush_due():
+                self.log_dir_failed(log_dir, exc)
 
 
 async def _start_and_settle(broker: Broker) -> None:

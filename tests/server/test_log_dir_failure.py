@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from kbroker.broker import Broker
-from kbroker.log import segment
+from kbroker.log import log_manager, segment
+from kbroker.log.log_config import LogConfig
 from kbroker.log.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.server.conftest import RawClient, broker_config, free_port
 from tests.server.test_data_path import create_topic, fetch, produce, records
@@ -102,6 +103,79 @@ async def test_the_failed_directory_goes_offline_and_the_other_is_served(
     finally:
         await client.close()
         await restarted.stop()
+
+
+def _refuse_checkpoints_in(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device under ``log_dir`` takes no more checkpoint files (the high-watermark,
+    log-start and recovery-point checkpoints all go through the log manager's atomic
+    write)."""
+    real_atomic_write = log_manager.atomic_write
+
+    def refuse(path: Path, data: bytes) -> None:
+        if path.parent == log_dir:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_atomic_write(path, data)
+
+    monkeypatch.setattr(log_manager, "atomic_write", refuse)
+
+
+async def test_a_failed_checkpoint_takes_its_directory_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Kafka does, a high-watermark checkpoint that cannot be written takes its
+    directory offline (the chaos runs saw a broker with a full disk go on leading after
+    its checkpoint failed); the other directory is served, and is checkpointed."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    broker = Broker(broker_config(dirs[0], free_port(), log_dirs=",".join(map(str, dirs))))
+    await broker.start()
+    client = await RawClient.connect(broker.port)
+    try:
+        await create_topic(client, "hw", partitions=2)
+        failing = broker.logs.dir_of("hw", 0).parent
+        healthy = broker.logs.dir_of("hw", 1).parent
+        response = await client.call(ApiKey.PRODUCE, 9, _produce_both("hw"))
+        codes = [p.error_code for p in response.responses[0].partition_responses]
+        assert codes == [ErrorCode.NONE, ErrorCode.NONE]
+        _refuse_checkpoints_in(failing, monkeypatch)
+        broker.replica_manager.checkpoint()
+        assert broker.logs.offline_dirs == [failing]
+        response = await client.call(ApiKey.PRODUCE, 9, _produce_both("hw"))
+        codes = [p.error_code for p in response.responses[0].partition_responses]
+        assert codes == [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NONE]
+        assert "hw 1 1" in (healthy / "replication-offset-checkpoint").read_text()
+    finally:
+        await client.close()
+        await broker.stop()
+
+
+def test_the_periodic_flush_reports_a_directory_whose_checkpoint_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """flush_due names the directory instead of raising (which ended the broker's periodic
+    flush for good), writes the other directory's checkpoints, and the failed directory
+    gets no clean-shutdown marker."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = log_manager.LogManager(dirs)
+    manager.open_all()
+    for index in range(2):
+        manager.get_or_create("t", index, LogConfig())
+    assert {manager.dir_of("t", i).parent for i in range(2)} == set(dirs)
+    failing = manager.dir_of("t", 0).parent
+    healthy = manager.dir_of("t", 1).parent
+    for index in range(2):
+        plog = manager.get("t", index)
+        assert plog is not None
+        batch = bytearray(build_batch(records(0, 3)))
+        plog.append_as_leader(batch, leader_epoch=0, log_append_time_ms=None)
+        plog.delete_records_before(1)
+    _refuse_checkpoints_in(failing, monkeypatch)
+    failures = manager.flush_due()
+    assert {log_dir for log_dir, _ in failures} == {failing}
+    assert all(exc.errno == errno.ENOSPC for _, exc in failures)
+    assert "t 1 1" in (healthy / "log-start-offset-checkpoint").read_text()
+    manager.shutdown()
+    assert (healthy / CLEAN_SHUTDOWN_FILE).exists()
+    assert not (failing / CLEAN_SHUTDOWN_FILE).exists()
 
 
 async def test_with_no_directory_left_the_broker_shuts_down(
