@@ -6,13 +6,19 @@ Each tier is a cluster whose brokers publish ``__audit``; without ``--tier`` the
 first tier's cluster (``G@NAME``: on tier NAME's) as a tier (kbroker/audit/compare.py says
 how). Every window of the topics is printed with each tier's count and its status; the exit
 status is 1 when any window is missing from a tier or counted differently.
+
+``--watch SECONDS`` keeps comparing, every SECONDS, printing one summary line per check, and
+``--metrics-port P`` serves the last check's missing and mismatched windows per topic and
+tier as Prometheus gauges (kbroker/audit/watch.py), as a service an alert can watch.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import re
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,12 +26,14 @@ from kbroker.audit.compare import (
     MATCH,
     CompareError,
     TierCounts,
+    WindowRow,
     compare,
     consumed,
     rewindow,
 )
 from kbroker.audit.counter import DEFAULT_WINDOW_MS
-from kbroker.cli.ops.admin import OpsError, parse_bootstrap
+from kbroker.audit.watch import AuditWatch
+from kbroker.cli.ops.admin import OpsError, describe_kafka_error, parse_bootstrap
 from kbroker.cli.ops.audit import read_audit
 from kbroker.cli.ops.output import (
     EXIT_FAILED,
@@ -38,6 +46,8 @@ from kbroker.cli.ops.output import (
 from kbroker.client import KafkaClient
 from kbroker.client_core.security import security_config
 from kbroker.config import load_properties
+from kbroker.metrics import MetricsServer
+from wire.errors import KafkaError
 
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)?$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -82,7 +92,8 @@ async def _tier_counts(
     return counts, window_ms, client
 
 
-async def _audit(args: argparse.Namespace, _: KafkaClient) -> int:
+async def _check(args: argparse.Namespace) -> tuple[int, list[str], list[WindowRow]]:
+    """Read every tier once and compare: the window length, the tier names, the rows."""
     tiers = args.tier or [("cluster", args.bootstrap_server, args.command_config)]
     names = [name for name, _, _ in tiers]
     if len(set(names)) != len(names):
@@ -114,7 +125,22 @@ async def _audit(args: argparse.Namespace, _: KafkaClient) -> int:
     finally:
         for client in clients.values():
             await client.close()
-    rows = compare(counted, set(args.topic))
+    return window_ms, [n for n, _ in counted], compare(counted, set(args.topic))
+
+
+def _summary(rows: list[WindowRow]) -> str:
+    bad = sum(r.status != MATCH for r in rows)
+    return f"{len(rows)} windows, {len(rows) - bad} matching, {bad} missing or mismatched"
+
+
+async def _audit(args: argparse.Namespace, _: KafkaClient) -> int:
+    if args.watch is not None:
+        if args.watch <= 0:
+            raise OpsError(f"--watch {args.watch}: the interval must be positive")
+        return await _watch(args)
+    if args.metrics_port is not None:
+        raise OpsError("--metrics-port serves the checks of --watch: add --watch SECONDS")
+    window_ms, tier_names, rows = await _check(args)
     failed = any(r.status != MATCH for r in rows)
     if args.json:
         emit_json(
@@ -127,7 +153,6 @@ async def _audit(args: argparse.Namespace, _: KafkaClient) -> int:
             }
         )
     else:
-        tier_names = [n for n, _ in counted]
         print(
             table(
                 ("TOPIC", "PARTITION", "WINDOW START (UTC)", *tier_names, "STATUS"),
@@ -143,9 +168,35 @@ async def _audit(args: argparse.Namespace, _: KafkaClient) -> int:
                 ],
             )
         )
-        bad = sum(r.status != MATCH for r in rows)
-        print(f"{len(rows)} windows, {len(rows) - bad} matching, {bad} missing or mismatched")
+        print(_summary(rows))
     return EXIT_FAILED if failed else EXIT_OK
+
+
+async def _watch(args: argparse.Namespace) -> int:
+    """Check every ``--watch`` seconds until stopped, one summary line per check on stdout,
+    the last result on the metrics endpoint (kbroker/audit/watch.py)."""
+    watch = AuditWatch(args.topic)
+    server = None
+    if args.metrics_port is not None:
+        server = MetricsServer(watch.render)
+        port = await server.start(args.metrics_host, args.metrics_port)
+        print(f"audit metrics on http://{args.metrics_host}:{port}/metrics", flush=True)
+    try:
+        while True:
+            try:
+                _, tier_names, rows = await _check(args)
+            except (OpsError, KafkaError, OSError, TimeoutError) as exc:
+                # A tier down is what the audit watches for: keep checking.
+                watch.failed()
+                reason = describe_kafka_error(exc) if isinstance(exc, KafkaError) else exc
+                print(f"{_utc(int(time.time() * 1000))}: check failed: {reason}", flush=True)
+            else:
+                watch.checked(tier_names, rows, time.time())
+                print(f"{_utc(int(time.time() * 1000))}: {_summary(rows)}", flush=True)
+            await asyncio.sleep(args.watch)
+    finally:
+        if server is not None:
+            await server.close()
 
 
 def register(sub: Any) -> None:
@@ -171,5 +222,23 @@ def register(sub: Any) -> None:
         type=parse_duration_ms,
         metavar="DURATION",
         help="window length, a multiple of the published one (default: the published one)",
+    )
+    parser.add_argument(
+        "--watch",
+        type=float,
+        metavar="SECONDS",
+        help="keep comparing, every SECONDS, until stopped (the audit as a service)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="with --watch: serve the last check as Prometheus gauges on PORT (/metrics)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="with --metrics-port: the address to listen on (default 127.0.0.1)",
     )
     parser.set_defaults(func=run_command(_audit))
