@@ -1,11 +1,14 @@
-"""``kbroker audit --topic T [--tier NAME=bootstrap[,command-config]] ... [--group G[@TIER]]
-[--window 10m]``: compares the per-window record counts of every tier (kbroker/audit/).
+"""``kbroker audit --topic T [--tier NAME=bootstrap[,command-config][,topic=T]] ...
+[--group G[@TIER]] [--window 10m] [--watch SECONDS [--metrics-port P]]``: compares the
+per-window record counts of every tier (kbroker/audit/).
 
-Each tier is a cluster whose brokers publish ``__audit``; without ``--tier`` the one tier is
-``--bootstrap-server``. ``--group G`` adds the consumer group G's committed position on the
-first tier's cluster (``G@NAME``: on tier NAME's) as a tier (kbroker/audit/compare.py says
-how). Every window of the topics is printed with each tier's count and its status; the exit
-status is 1 when any window is missing from a tier or counted differently.
+Each tier is a cluster whose brokers publish ``__audit`` (or, with ``topic=T``, a topic T of
+counts in the same format, such as the Spark source writes: what Spark read); without
+``--tier`` the one tier is ``--bootstrap-server``. ``--group G`` adds the consumer group G's
+committed position on the first tier's cluster (``G@NAME``: on tier NAME's) as a tier
+(kbroker/audit/compare.py says how). Every window of the topics is printed with each tier's
+count and its status; the exit status is 1 when any window is missing from a tier or counted
+differently.
 
 ``--watch SECONDS`` keeps comparing, every SECONDS, printing one summary line per check, and
 ``--metrics-port P`` serves the last check's missing and mismatched windows per topic and
@@ -19,6 +22,7 @@ import asyncio
 import dataclasses
 import re
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +36,7 @@ from kbroker.audit.compare import (
     rewindow,
 )
 from kbroker.audit.counter import DEFAULT_WINDOW_MS
+from kbroker.audit.records import AUDIT_TOPIC
 from kbroker.audit.watch import AuditWatch
 from kbroker.cli.ops.admin import OpsError, describe_kafka_error, parse_bootstrap
 from kbroker.cli.ops.audit import read_audit
@@ -66,36 +71,48 @@ def _utc(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def parse_tier(text: str) -> tuple[str, str, str | None]:
-    """``NAME=HOST:PORT[,HOST:PORT...][,command-config file]`` -> (name, bootstrap, file)."""
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    bootstrap: str
+    config: str | None = None
+    # The topic holding the tier's counts: the brokers' __audit, or a reader's (auditTopic of
+    # the Spark source).
+    topic: str = AUDIT_TOPIC
+
+
+def parse_tier(text: str) -> Tier:
+    """``NAME=HOST:PORT[,HOST:PORT...][,command-config file][,topic=T]``."""
     name, sep, rest = text.partition("=")
     if not sep or not name or not rest:
         raise argparse.ArgumentTypeError(f"a tier is NAME=bootstrap[,command-config]: {text!r}")
     parts = rest.split(",")
-    config = None if _ADDRESS.match(parts[-1]) else parts.pop()
+    topics = [p.removeprefix("topic=") for p in parts if p.startswith("topic=")]
+    parts = [p for p in parts if not p.startswith("topic=")]
+    if len(topics) > 1 or "" in topics:
+        raise argparse.ArgumentTypeError(f"tier {name!r}: at most one topic=NAME")
+    config = None if not parts or _ADDRESS.match(parts[-1]) else parts.pop()
     if not parts:
         raise argparse.ArgumentTypeError(f"tier {name!r} names no bootstrap server")
-    return name, ",".join(parts), config
+    return Tier(name, ",".join(parts), config, *topics)
 
 
-async def _tier_counts(
-    bootstrap: str, config: str | None, timeout: float
-) -> tuple[TierCounts, int | None, KafkaClient]:
-    props = load_properties(config) if config else {}
+async def _tier_counts(tier: Tier, timeout: float) -> tuple[TierCounts, int | None, KafkaClient]:
+    props = load_properties(tier.config) if tier.config else {}
     client = KafkaClient(
-        parse_bootstrap(bootstrap),
+        parse_bootstrap(tier.bootstrap),
         client_id=props.get("client.id", "kbroker-audit"),
         timeout=timeout,
         security=security_config(props),
     )
-    counts, window_ms = await read_audit(client)
+    counts, window_ms = await read_audit(client, tier.topic)
     return counts, window_ms, client
 
 
 async def _check(args: argparse.Namespace) -> tuple[int, list[str], list[WindowRow]]:
     """Read every tier once and compare: the window length, the tier names, the rows."""
-    tiers = args.tier or [("cluster", args.bootstrap_server, args.command_config)]
-    names = [name for name, _, _ in tiers]
+    tiers = args.tier or [Tier("cluster", args.bootstrap_server, args.command_config)]
+    names = [tier.name for tier in tiers]
     if len(set(names)) != len(names):
         raise OpsError(f"tier names repeat: {names}")
     group, _, group_tier = (args.group or "").partition("@")
@@ -106,11 +123,11 @@ async def _check(args: argparse.Namespace) -> tuple[int, list[str], list[WindowR
     lengths: dict[str, int] = {}
     clients: dict[str, KafkaClient] = {}
     try:
-        for name, bootstrap, config in tiers:
-            counts, window_ms, clients[name] = await _tier_counts(bootstrap, config, args.timeout)
-            counted.append((name, counts))
+        for tier in tiers:
+            counts, window_ms, clients[tier.name] = await _tier_counts(tier, args.timeout)
+            counted.append((tier.name, counts))
             if window_ms is not None:
-                lengths[name] = window_ms
+                lengths[tier.name] = window_ms
         published = max(lengths.values(), default=DEFAULT_WINDOW_MS)
         window_ms = args.window or published
         try:
@@ -209,8 +226,9 @@ def register(sub: Any) -> None:
         action="append",
         type=parse_tier,
         default=[],
-        metavar="NAME=HOST:PORT[,...][,CONFIG]",
-        help="a cluster to compare (repeatable); default: --bootstrap-server",
+        metavar="NAME=HOST:PORT[,...][,CONFIG][,topic=T]",
+        help="a cluster to compare (repeatable; topic=T: counts in T, such as the Spark "
+        "source's auditTopic, instead of __audit); default: --bootstrap-server",
     )
     parser.add_argument(
         "--group",
