@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import re
+import signal
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -190,16 +192,20 @@ async def _audit(args: argparse.Namespace, _: KafkaClient) -> int:
 
 
 async def _watch(args: argparse.Namespace) -> int:
-    """Check every ``--watch`` seconds until stopped, one summary line per check on stdout,
-    the last result on the metrics endpoint (kbroker/audit/watch.py)."""
+    """Check every ``--watch`` seconds until SIGINT or SIGTERM, one summary line per check on
+    stdout, the last result on the metrics endpoint (kbroker/audit/watch.py)."""
     watch = AuditWatch(args.topic)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
     server = None
     if args.metrics_port is not None:
         server = MetricsServer(watch.render)
         port = await server.start(args.metrics_host, args.metrics_port)
         print(f"audit metrics on http://{args.metrics_host}:{port}/metrics", flush=True)
     try:
-        while True:
+        while not stop.is_set():
             try:
                 _, tier_names, rows = await _check(args)
             except (OpsError, KafkaError, OSError, TimeoutError) as exc:
@@ -210,10 +216,14 @@ async def _watch(args: argparse.Namespace) -> int:
             else:
                 watch.checked(tier_names, rows, time.time())
                 print(f"{_utc(int(time.time() * 1000))}: {_summary(rows)}", flush=True)
-            await asyncio.sleep(args.watch)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), args.watch)
     finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
         if server is not None:
             await server.close()
+    return EXIT_OK
 
 
 def register(sub: Any) -> None:

@@ -315,6 +315,8 @@ def test_watch_serves_missing_windows_as_gauges_until_the_group_catches_up(
     finally:
         watcher.terminate()
         output, _ = watcher.communicate(timeout=30)
+    # SIGTERM stops the service cleanly.
+    assert watcher.returncode == 0, output
     assert f"audit metrics on http://{address}/metrics" in output
     assert "2 windows, 0 matching, 2 missing or mismatched" in output
     assert "2 windows, 2 matching, 0 missing or mismatched" in output
