@@ -67,6 +67,10 @@ class PipelineConfig:
     audit_topic: str | None = None
     audit_window_ms: int = DEFAULT_WINDOW_MS
 
+    def __post_init__(self) -> None:
+        if self.audit_topic is not None and self.source_format != FORMAT:
+            raise ValueError(f"audit_topic needs the {FORMAT} source, not {self.source_format}")
+
 
 def page_views(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     """The source topic as a stream of (user, page, event_time)."""
@@ -79,8 +83,6 @@ def page_views(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     if config.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
     if config.audit_topic is not None:
-        if config.source_format != FORMAT:
-            raise ValueError(f"audit_topic needs the {FORMAT} source, not {config.source_format}")
         reader = reader.option("auditTopic", config.audit_topic).option(
             "auditWindowMs", str(config.audit_window_ms)
         )
