@@ -337,15 +337,37 @@ def test_a_new_regex_is_resolved_after_the_heartbeat_that_brought_it() -> None:
     assert dict(back.assignment) == {T2: frozenset({0, 1})}
 
 
-def test_heartbeats_wait_for_the_records_of_the_one_before() -> None:
+def test_heartbeats_build_on_the_change_being_stored() -> None:
     h = Harness()
     h.hold = True
     assert h.heartbeat("a", 0) is None
+    # The second is handled at once on the state the first leaves (its records go out
+    # without waiting for the first write), and answered only once its own are stored.
     assert h.heartbeat("b", 0) is None
+    assert len(h.held) == 2
     assert G not in h.core._groups or h.core._groups[G].consumer is None
     h.release()
-    # Both were answered in order once the first change was stored.
     assert h.replies[1].member_epoch == 1 and h.replies[2].member_epoch == 2
+    assert set(h.group().consumer.members) == {"a", "b"}
+
+
+def test_heartbeats_built_on_a_failed_write_fail_with_it() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.hold = True
+    h.heartbeat("b", 0)
+    h.heartbeat("c", 0)
+    first, second = h.held
+    h.hold = False
+    h.perform(h.core.records_stored(first.store_id, E.NOT_COORDINATOR))
+    h.perform(h.core.records_stored(second.store_id, E.NONE))
+    assert h.replies[2].error == E.NOT_COORDINATOR
+    assert h.replies[3].error == E.NOT_COORDINATOR
+    assert set(h.group().consumer.members) == {"a"} and h.group().consumer.group_epoch == 1
+    # The chain is over: the next heartbeat is stored and answered as usual.
+    again = h.heartbeat("c", 0)
+    assert again is not None and again.error == E.NONE
+    assert set(h.group().consumer.members) == {"a", "c"}
 
 
 def test_a_failed_write_leaves_the_group_as_it_was() -> None:
