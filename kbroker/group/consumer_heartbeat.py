@@ -289,6 +289,11 @@ class ConsumerGroupProtocol:
         )
         self._consumer_settings = settings or (lambda _group_id: default)
         self._topics = topics
+        # topic name -> the spec last seen and what it adds to a group's metadata hash: the
+        # view hands out the same spec until the topic changes, and hashing 1,000 partitions'
+        # racks on every heartbeat cost more than the rest of the heartbeat (KIP-1101 has the
+        # coordinator cache topic hashes likewise).
+        self._topic_hash_inputs: dict[str, tuple[TopicSpec, bytes]] = {}
         self._changes: dict[int, _PendingChange] = {}
         self._next_change_id = 0
         # group id -> the group's latest change being stored, and the requests waiting behind
@@ -516,7 +521,7 @@ class ConsumerGroupProtocol:
         brought = _regex_brought(data, member, updated)
         data.put_member(updated)
         bump |= self._resolve_regexes(group_id, data, now, records, topic_describable, brought)
-        metadata_hash = _metadata_hash(data, self._topics)
+        metadata_hash = self._metadata_hash(data)
         if metadata_hash != data.metadata_hash:
             data.metadata_hash = metadata_hash
             bump = True
@@ -543,6 +548,25 @@ class ConsumerGroupProtocol:
             )
         self._track_revocation(data, reconciled, member, now)
         return reconciled
+
+    def _metadata_hash(self, data: ConsumerGroupData) -> int:
+        """A hash of what the subscribed topics are (ids, partition counts, racks): when it
+        changes, so may the assignment (KIP-1101's metadata hash)."""
+        names = set()
+        for member in data.members.values():
+            names |= _subscribed_names(member, data)
+        digest = hashlib.blake2b(digest_size=8)
+        for name in sorted(names):
+            spec = self._topics.topic(name)
+            if spec is None:
+                self._topic_hash_inputs.pop(name, None)
+                continue
+            cached = self._topic_hash_inputs.get(name)
+            if cached is None or cached[0] is not spec:
+                cached = (spec, _topic_hash_input(name, spec))
+                self._topic_hash_inputs[name] = cached
+            digest.update(cached[1])
+        return int.from_bytes(digest.digest(), "big", signed=True) or 1
 
     def _bump_epoch(self, group_id: str, data: ConsumerGroupData, records: list[Record]) -> None:
         """A new group epoch: a rebalance. Counted as it is decided, as Kafka records its
@@ -1136,23 +1160,12 @@ def subscribed_ids(
     return frozenset(ids)
 
 
-def _metadata_hash(data: ConsumerGroupData, topics: TopicsView) -> int:
-    """A hash of what the subscribed topics are (ids, partition counts, racks): when it
-    changes, so may the assignment (KIP-1101's metadata hash)."""
-    names = set()
-    for member in data.members.values():
-        names |= _subscribed_names(member, data)
-    digest = hashlib.blake2b(digest_size=8)
-    for name in sorted(names):
-        spec = topics.topic(name)
-        if spec is None:
-            continue
-        digest.update(f"{name}/{spec.topic_id}/{spec.num_partitions}".encode())
-        for partition in sorted(spec.partition_racks):
-            digest.update(
-                f"/{partition}:{','.join(sorted(spec.partition_racks[partition]))}".encode()
-            )
-    return int.from_bytes(digest.digest(), "big", signed=True) or 1
+def _topic_hash_input(name: str, spec: TopicSpec) -> bytes:
+    """What a topic adds to the metadata hash: its id, partition count and racks."""
+    parts = [f"{name}/{spec.topic_id}/{spec.num_partitions}"]
+    for partition in sorted(spec.partition_racks):
+        parts.append(f"/{partition}:{','.join(sorted(spec.partition_racks[partition]))}")
+    return "".join(parts).encode()
 
 
 def owned_assignment(

@@ -5,7 +5,7 @@ leaving, static membership, regex subscriptions, timeouts and recovery from the 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -512,3 +512,34 @@ def test_group_epoch_bumps_are_counted_as_rebalances() -> None:
     h.tick(45_001)
     assert not h.group().consumer.members
     assert h.core.rebalances["consumer"] == 4
+
+
+class _CountingRacks(dict[int, frozenset[str]]):
+    """Partition racks that count how often they are read in full."""
+
+    def __init__(self, racks: dict[int, frozenset[str]]) -> None:
+        super().__init__(racks)
+        self.reads = 0
+
+    def __iter__(self) -> Iterator[int]:
+        self.reads += 1
+        return super().__iter__()
+
+
+def test_an_unchanged_topic_is_not_hashed_again_at_each_heartbeat() -> None:
+    h = Harness()
+    racks = _CountingRacks({p: frozenset({"r1"}) for p in range(4)})
+    same = TopicSpec(T, "t", 4, racks)
+    h.topics.topic = lambda name: same if name == "t" else None  # type: ignore[method-assign]
+    a = h.heartbeat("a", 0)
+    assert a is not None and a.error == E.NONE
+    for _ in range(3):
+        again = h.heartbeat("a", a.member_epoch)
+        assert again is not None and again.error == E.NONE
+    assert racks.reads == 1
+    # A changed topic (the view hands out a new spec) is hashed again: the group rebalances.
+    moved = TopicSpec(T, "t", 4, {p: frozenset({"r2"}) for p in range(4)})
+    h.topics.topic = lambda name: moved if name == "t" else None  # type: ignore[method-assign]
+    epoch = h.group().consumer.group_epoch
+    h.heartbeat("a", a.member_epoch)
+    assert h.group().consumer.group_epoch == epoch + 1
