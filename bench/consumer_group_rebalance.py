@@ -387,6 +387,7 @@ def measure(
         joiner.start()
         joined = view.wait_mark("subscribed", args.members)
         settled = view.wait_settled(args.members + 1, args.timeout)
+        unsettled(broker, protocol, "join", view, settled)
         outcomes.append(outcome(broker, protocol, "join", view, joined, settled, before, args))
 
         view.run_for(args.steady)
@@ -394,6 +395,7 @@ def measure(
         joiner_stop.set()
         leaving = view.wait_mark("closing", args.members)
         settled = view.wait_settled(args.members, args.timeout)
+        unsettled(broker, protocol, "leave", view, settled)
         outcomes.append(outcome(broker, protocol, "leave", view, leaving, settled, before, args))
     finally:
         base_stop.set()
@@ -406,6 +408,14 @@ def measure(
         # What the closing members still reported belongs to this group only.
         view.drain(1.0)
     return outcomes
+
+
+def unsettled(
+    broker: BrokerUnderTest, protocol: str, event: str, view: Group, settled: float | None
+) -> None:
+    """Say what the members hold when a group did not settle in time."""
+    if settled is None:
+        print(f"{broker.name:8} {protocol:12} {event:6} not settled: {view.state()}", flush=True)
 
 
 @dataclass(frozen=True)

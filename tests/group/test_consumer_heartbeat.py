@@ -5,7 +5,7 @@ leaving, static membership, regex subscriptions, timeouts and recovery from the 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -337,15 +337,37 @@ def test_a_new_regex_is_resolved_after_the_heartbeat_that_brought_it() -> None:
     assert dict(back.assignment) == {T2: frozenset({0, 1})}
 
 
-def test_heartbeats_wait_for_the_records_of_the_one_before() -> None:
+def test_heartbeats_build_on_the_change_being_stored() -> None:
     h = Harness()
     h.hold = True
     assert h.heartbeat("a", 0) is None
+    # The second is handled at once on the state the first leaves (its records go out
+    # without waiting for the first write), and answered only once its own are stored.
     assert h.heartbeat("b", 0) is None
+    assert len(h.held) == 2
     assert G not in h.core._groups or h.core._groups[G].consumer is None
     h.release()
-    # Both were answered in order once the first change was stored.
     assert h.replies[1].member_epoch == 1 and h.replies[2].member_epoch == 2
+    assert set(h.group().consumer.members) == {"a", "b"}
+
+
+def test_heartbeats_built_on_a_failed_write_fail_with_it() -> None:
+    h = Harness()
+    h.heartbeat("a", 0)
+    h.hold = True
+    h.heartbeat("b", 0)
+    h.heartbeat("c", 0)
+    first, second = h.held
+    h.hold = False
+    h.perform(h.core.records_stored(first.store_id, E.NOT_COORDINATOR))
+    h.perform(h.core.records_stored(second.store_id, E.NONE))
+    assert h.replies[2].error == E.NOT_COORDINATOR
+    assert h.replies[3].error == E.NOT_COORDINATOR
+    assert set(h.group().consumer.members) == {"a"} and h.group().consumer.group_epoch == 1
+    # The chain is over: the next heartbeat is stored and answered as usual.
+    again = h.heartbeat("c", 0)
+    assert again is not None and again.error == E.NONE
+    assert set(h.group().consumer.members) == {"a", "c"}
 
 
 def test_a_failed_write_leaves_the_group_as_it_was() -> None:
@@ -490,3 +512,34 @@ def test_group_epoch_bumps_are_counted_as_rebalances() -> None:
     h.tick(45_001)
     assert not h.group().consumer.members
     assert h.core.rebalances["consumer"] == 4
+
+
+class _CountingRacks(dict[int, frozenset[str]]):
+    """Partition racks that count how often they are read in full."""
+
+    def __init__(self, racks: dict[int, frozenset[str]]) -> None:
+        super().__init__(racks)
+        self.reads = 0
+
+    def __iter__(self) -> Iterator[int]:
+        self.reads += 1
+        return super().__iter__()
+
+
+def test_an_unchanged_topic_is_not_hashed_again_at_each_heartbeat() -> None:
+    h = Harness()
+    racks = _CountingRacks({p: frozenset({"r1"}) for p in range(4)})
+    same = TopicSpec(T, "t", 4, racks)
+    h.topics.topic = lambda name: same if name == "t" else None  # type: ignore[method-assign]
+    a = h.heartbeat("a", 0)
+    assert a is not None and a.error == E.NONE
+    for _ in range(3):
+        again = h.heartbeat("a", a.member_epoch)
+        assert again is not None and again.error == E.NONE
+    assert racks.reads == 1
+    # A changed topic (the view hands out a new spec) is hashed again: the group rebalances.
+    moved = TopicSpec(T, "t", 4, {p: frozenset({"r2"}) for p in range(4)})
+    h.topics.topic = lambda name: moved if name == "t" else None  # type: ignore[method-assign]
+    epoch = h.group().consumer.group_epoch
+    h.heartbeat("a", a.member_epoch)
+    assert h.group().consumer.group_epoch == epoch + 1
