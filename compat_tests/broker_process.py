@@ -32,6 +32,11 @@ API_VERSIONS_KEY = 18
 _CLIENT_ID = b"kbroker-compat-probe"
 
 
+# Generous: a broker process that starts in a second on a quiet machine took over 30 s to
+# open its port at load 30.
+START_TIMEOUT_SECONDS = 120.0
+
+
 class BrokerStartError(RuntimeError):
     """The broker process exited or did not answer ApiVersions in time."""
 
@@ -127,7 +132,7 @@ class BrokerProcess:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
         """Launch the broker and wait until ApiVersions answers without error."""
         if self.running():
             raise RuntimeError("broker already running")
@@ -199,7 +204,7 @@ class BrokerProcess:
             self._proc.send_signal(signal.SIGKILL)
             self._proc.wait()
 
-    def restart(self, timeout: float = 30.0) -> None:
+    def restart(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
         self.stop()
         self.start(timeout)
 

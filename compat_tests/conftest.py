@@ -147,7 +147,7 @@ def broker_process(
         return
     broker = BrokerProcess(tmp_path_factory.mktemp("kbroker"), overrides=CONSUMER_GROUP_BOUNDS)
     try:
-        broker.start(timeout=30.0)
+        broker.start()
     except BrokerStartError as exc:
         pytest.fail(f"could not start kbroker: {exc}", pytrace=False)
     yield broker
@@ -192,7 +192,7 @@ def restart_broker(broker_process: BrokerProcess | None) -> Callable[[], None]:
 
     def restart() -> None:
         try:
-            broker_process.restart(timeout=30.0)
+            broker_process.restart()
         except BrokerStartError as exc:
             pytest.fail(f"kbroker did not come back after a restart: {exc}", pytrace=False)
 
