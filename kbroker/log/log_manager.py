@@ -19,6 +19,9 @@ Layout of each log directory (`log.dirs`):
 - `<topic>-<partition>.<hex>-delete/` a deleted partition being removed; removed at start-up
   if a crash interrupted the removal;
 - `.lock` held by the broker process using the directory (dir_lock.py).
+The checkpoints, a new partition's directory entry and every log's fsyncs are written by one
+background thread in the order asked (background_sync.py): the event loop never waits for the
+disk, and a checkpoint's offsets become durable only after the data they vouch for.
 A new partition goes to the log directory holding the fewest partitions (Kafka's rule).
 Logs are opened lazily (segment.py's LazySegment): start-up cost does not grow with the
 number of sealed segments.
@@ -36,8 +39,17 @@ from operator import attrgetter
 from pathlib import Path
 
 from kbroker.log import dir_lock
+from kbroker.log.background_sync import BackgroundSync
 from kbroker.log.dir_remover import DirRemover
-from kbroker.log.fileio import atomic_write, fsync_dir, one_sync, unlink_quietly
+from kbroker.log.fileio import (
+    atomic_write,
+    atomic_write_in,
+    fsync_and_close,
+    fsync_dir,
+    one_sync,
+    open_dir,
+    unlink_quietly,
+)
 from kbroker.log.log_config import LogConfig
 from kbroker.log.partition_log import PartitionLog
 
@@ -80,9 +92,13 @@ def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
         return {}
 
 
-def write_offset_checkpoint(path: Path, entries: dict[TopicPartition, int]) -> None:
+def format_offset_checkpoint(entries: dict[TopicPartition, int]) -> bytes:
     body = "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items()))
-    atomic_write(path, f"0\n{len(entries)}\n{body}".encode())
+    return f"0\n{len(entries)}\n{body}".encode()
+
+
+def write_offset_checkpoint(path: Path, entries: dict[TopicPartition, int]) -> None:
+    atomic_write(path, format_offset_checkpoint(entries))
 
 
 class LogManager:
@@ -112,6 +128,8 @@ class LogManager:
         self._checkpointed: dict[tuple[str, Path], dict[TopicPartition, int]] = {}
         # Removes deleted partitions' directories off the event loop.
         self.remover = DirRemover()
+        # Runs the logs' fsyncs and writes the checkpoints off the event loop, in order.
+        self.syncer = BackgroundSync()
         # The descriptors holding the directories' locks (lock_dirs), and whether another
         # process holds one: then this manager writes nothing, not even at shutdown.
         self._locks: list[int] = []
@@ -192,6 +210,7 @@ class LogManager:
                     log_start_offset=starts.get(tp),
                     recovery_point=points.get(tp),
                     lazy=True,
+                    syncer=self.syncer,
                 )
             self._checkpointed[(LOG_START_CHECKPOINT, log_dir)] = starts
             self._checkpointed[(RECOVERY_POINT_CHECKPOINT, log_dir)] = points
@@ -203,8 +222,11 @@ class LogManager:
         plog = self._logs.get((topic, partition))
         if plog is None:
             directory = self.dir_of(topic, partition)
-            plog = PartitionLog.open(directory, config, recover=False, clock=self._clock)
-            fsync_dir(directory.parent)
+            plog = PartitionLog.open(
+                directory, config, recover=False, clock=self._clock, syncer=self.syncer
+            )
+            parent_fd = open_dir(directory.parent)
+            self.syncer.submit(directory.parent, lambda: fsync_and_close([parent_fd]))
             self._logs[(topic, partition)] = plog
         elif plog.config != config:
             plog.update_config(config)
@@ -265,7 +287,12 @@ class LogManager:
         for log_dir, entries in per_dir.items():
             if only_if_changed and self._checkpointed.get((name, log_dir)) == entries:
                 continue
-            write_offset_checkpoint(log_dir / name, entries)
+            data = format_offset_checkpoint(entries)
+            dir_fd = open_dir(log_dir)
+            # Bound now: the lambda runs later, after this loop's variables moved on.
+            self.syncer.submit(
+                log_dir, lambda dir_fd=dir_fd, data=data: atomic_write_in(dir_fd, name, data)
+            )
             self._checkpointed[(name, log_dir)] = entries
 
     def shutdown(self) -> None:
@@ -276,10 +303,12 @@ class LogManager:
         rebuilds every file closing writes."""
         if self._in_use_elsewhere:
             return
+        self.syncer.stop()
         with one_sync():
             for plog in self._logs.values():
                 plog.close()
         self._checkpoint_all(only_if_changed=False)
+        self.syncer.stop()
         self._logs.clear()
         for log_dir in self._dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
