@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
         for name in order:
             runs += one_run(name, args)
     if args.json:
-        args.json.write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))
+        args.json.write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1, default=str))
     print(
         f"{args.size} B, acks={args.acks}, medians of {args.repeat} alternating runs "
         f"({time.monotonic() - started:.0f} s)"

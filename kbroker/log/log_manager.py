@@ -287,13 +287,17 @@ class LogManager:
         for log_dir, entries in per_dir.items():
             if only_if_changed and self._checkpointed.get((name, log_dir)) == entries:
                 continue
-            data = format_offset_checkpoint(entries)
-            dir_fd = open_dir(log_dir)
-            # Bound now: the lambda runs later, after this loop's variables moved on.
-            self.syncer.submit(
-                log_dir, lambda dir_fd=dir_fd, data=data: atomic_write_in(dir_fd, name, data)
-            )
+            self.write_checkpoint(log_dir, name, entries)
             self._checkpointed[(name, log_dir)] = entries
+
+    def write_checkpoint(
+        self, log_dir: Path, name: str, entries: dict[TopicPartition, int]
+    ) -> None:
+        """Replace the offset checkpoint `name` of `log_dir` with `entries`, through the
+        syncer: after every fsync asked for before, and off the event loop."""
+        data = format_offset_checkpoint(entries)
+        dir_fd = open_dir(log_dir)
+        self.syncer.submit(log_dir, lambda: atomic_write_in(dir_fd, name, data))
 
     def shutdown(self) -> None:
         """Flush and close every log, checkpoint log start offsets, then write the

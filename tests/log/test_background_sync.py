@@ -1,6 +1,6 @@
-"""The logs' fsyncs run off the caller's thread (the event loop), in order, and the files that
-vouch for data (the recovery-point checkpoint) become durable only after that data
-(kbroker/log/background_sync.py)."""
+"""The logs' fsyncs and checkpoints run off the caller's thread (the event loop), in order,
+and the files that vouch for data (the recovery-point checkpoint) become durable only after
+that data (kbroker/log/background_sync.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from kbroker.log.background_sync import BackgroundSync
 from kbroker.log.fileio import TMP_SUFFIX
 from kbroker.log.leader_epochs import FILE_NAME as EPOCHS_FILE
 from kbroker.log.log_manager import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
+from replication.checkpoints import read_high_watermarks, write_high_watermarks
 
 from .helpers import batch
 
@@ -144,3 +145,17 @@ def test_jobs_run_in_order_on_one_thread() -> None:
     assert syncer.wait_idle(30)
     syncer.stop()
     assert ran == [(i, SYNCER_THREAD) for i in range(50)]
+
+
+def test_the_high_watermark_checkpoint_is_written_by_the_syncer(
+    tmp_path: Path, manager: LogManager, slow_disk: SlowDisk
+) -> None:
+    manager.get_or_create("t", 0, CONFIG)
+    started = time.monotonic()
+    write_high_watermarks(manager, {("t", 0): 7})
+    assert time.monotonic() - started < SLOW_FSYNC_SECONDS / 2
+    slow_disk.gate.set()
+    assert manager.syncer.wait_idle(30)
+    assert read_high_watermarks([tmp_path]) == {("t", 0): 7}
+    assert {thread for _, thread in slow_disk.synced} == {SYNCER_THREAD}
+    manager.shutdown()
