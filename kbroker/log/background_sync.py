@@ -101,11 +101,13 @@ class BackgroundSync:
                 return
             log_dir, job = item
             try:
-                job()
-            except OSError as exc:
-                self.on_failure(log_dir, exc)
+                try:
+                    job()
+                except OSError as exc:
+                    self.on_failure(log_dir, exc)
             except Exception:
-                # A bug in a job must not stop the ones after it.
+                # A bug in a job, or a report that cannot be delivered (the loop closed), must
+                # not stop the jobs after it.
                 log.exception("background sync job under %s failed", log_dir)
             finally:
                 with self._lock:

@@ -159,3 +159,22 @@ def test_the_high_watermark_checkpoint_is_written_by_the_syncer(
     assert read_high_watermarks([tmp_path]) == {("t", 0): 7}
     assert {thread for _, thread in slow_disk.synced} == {SYNCER_THREAD}
     manager.shutdown()
+
+
+def test_a_report_that_fails_does_not_stop_the_jobs_after_it() -> None:
+    syncer = BackgroundSync()
+
+    def undeliverable(_log_dir: Path, _exc: OSError) -> None:
+        raise RuntimeError("Event loop is closed")
+
+    syncer.on_failure = undeliverable
+    ran: list[str] = []
+
+    def failing() -> None:
+        raise OSError(errno.EIO, "I/O error")
+
+    syncer.submit(Path("/"), failing)
+    syncer.submit(Path("/"), lambda: ran.append("after"))
+    assert syncer.wait_idle(30)
+    syncer.stop()
+    assert ran == ["after"]
