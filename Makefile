@@ -135,6 +135,7 @@ spark-demo: install
 
 # Seeded fault schedules (partitions, pauses, kill -9, full disks) against ZooKeeper and three
 # brokers in network namespaces, checked for lost, duplicated and vanished records (chaos/).
-# One schedule at a time: SEED=first seed, RUNS=how many, DURATION=seconds each, ACKS=all|1.
+# One schedule at a time: SEED=first seed, RUNS=how many, DURATION=seconds each, ACKS=all|1,
+# OVERLAP=N for mixes of 2..N faults active at once (default 1: one fault at a time).
 chaos: install
-	$(PY) -m chaos.run --seed $${SEED:-1} --runs $${RUNS:-5} --duration $${DURATION:-90} --acks $${ACKS:-all}
+	$(PY) -m chaos.run --seed $${SEED:-1} --runs $${RUNS:-5} --duration $${DURATION:-90} --acks $${ACKS:-all} --overlap $${OVERLAP:-1}

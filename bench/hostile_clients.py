@@ -85,70 +85,6 @@ def rss_mb(pid: int) -> float:
 # --- the clients that keep working -----------------------------------------------------
 
 
-def run_clients(bootstrap: str, seconds: float) -> dict[str, float]:
-    """A producer at full speed and a consumer reading the same topic, for `seconds`."""
-    topic = f"hostile-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
-    latencies: list[float] = []
-    errors = 0
-
-    def delivered(err: Any, msg: Any) -> None:
-        nonlocal errors
-        if err is not None:
-            errors += 1
-        else:
-            latencies.append(msg.latency())
-
-    consumed = 0
-    stop = threading.Event()
-
-    def consume() -> None:
-        nonlocal consumed
-        consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": "hostile-bench",
-                "enable.auto.commit": False,
-                "fetch.queue.backoff.ms": 10,
-            }
-        )
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        while not stop.is_set():
-            for message in consumer.consume(10_000, timeout=0.2):
-                if message.error() is None:
-                    consumed += 1
-        consumer.close()
-
-    reader = threading.Thread(target=consume)
-    reader.start()
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 200_000}
-    )
-    started = time.monotonic()
-    sent = 0
-    while time.monotonic() - started < seconds:
-        try:
-            producer.produce(topic, VALUE, on_delivery=delivered)
-            sent += 1
-        except BufferError:
-            producer.poll(0.01)
-        if sent % 1000 == 0:
-            producer.poll(0)
-    producer.flush(60)
-    elapsed = time.monotonic() - started
-    stop.set()
-    reader.join()
-    latencies.sort()
-    return {
-        "produced_per_s": len(latencies) / elapsed,
-        "consumed_per_s": consumed / elapsed,
-        "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else float("nan"),
-        "p99_ms": 1000 * latencies[int(len(latencies) * 0.99)] if latencies else float("nan"),
-        "errors": errors,
-    }
-
-
 # --- the attackers (own process) --------------------------------------------------------
 
 
@@ -372,9 +308,12 @@ PLAIN_JAAS = (
 )
 
 
-def run_paced_clients(settings: dict[str, str], seconds: float, rate: int) -> dict[str, float]:
-    """A producer sending ``rate`` records of 100 bytes a second and a consumer reading
-    them, for ``seconds``: what each achieved and the producer's delivery latency."""
+def run_clients(
+    settings: dict[str, str], seconds: float, rate: int | None = None
+) -> dict[str, float]:
+    """A producer sending ``rate`` records of 100 bytes a second (None: as fast as it can)
+    and a consumer reading them, for ``seconds``: what each achieved and the producer's
+    delivery latency."""
     topic = f"fair-{uuid.uuid4().hex[:8]}"
     admin = AdminClient(settings)
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=60)
@@ -403,13 +342,18 @@ def run_paced_clients(settings: dict[str, str], seconds: float, rate: int) -> di
 
     reader = threading.Thread(target=consume)
     reader.start()
-    producer = Producer({**settings, "linger.ms": 5})
+    producer = Producer({**settings, "linger.ms": 5, "queue.buffering.max.messages": 200_000})
     started = time.monotonic()
     sent = 0
     while (elapsed := time.monotonic() - started) < seconds:
-        while sent < rate * elapsed:
-            producer.produce(topic, VALUE, on_delivery=delivered)
+        while rate is None or sent < rate * elapsed:
+            try:
+                producer.produce(topic, VALUE, on_delivery=delivered)
+            except BufferError:
+                break
             sent += 1
+            if rate is None and sent % 1000 == 0:
+                break
         producer.poll(0.001)
     producer.flush(30)
     elapsed = time.monotonic() - started
@@ -423,6 +367,7 @@ def run_paced_clients(settings: dict[str, str], seconds: float, rate: int) -> di
     return {
         "produced_per_s": len(latencies) / elapsed,
         "consumed_per_s": consumed / elapsed,
+        "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else float("nan"),
         "p99_ms": 1000 * latencies[int(len(latencies) * 0.99)] if latencies else float("nan"),
         "errors": errors,
         "unacked": sent - len(latencies),
@@ -563,7 +508,7 @@ def fairness_row(
     time.sleep(4)  # the attackers connect and settle (no assertion follows: a benchmark)
     load = os.getloadavg()[0]
     try:
-        clients = run_paced_clients(settings, args.seconds, args.rate)
+        clients = run_clients(settings, args.seconds, args.rate)
     except Exception as exc:  # noqa: BLE001 - a broker that stops answering is a result
         clients = {"failed": str(exc)[:80]}
     attacker.join(args.seconds + 60)
@@ -605,7 +550,7 @@ def fairness(args: argparse.Namespace) -> None:
             alone: dict[str, dict[str, float]] = {}
             for broker, _, _ in brokers:
                 load = os.getloadavg()[0]
-                alone[broker.name] = run_paced_clients(
+                alone[broker.name] = run_clients(
                     broker.client_settings(listener), args.seconds, args.rate
                 )
                 print(
@@ -650,7 +595,7 @@ def main(argv: list[str] | None = None) -> None:
     with own_broker() as broker:
         assert broker.pid is not None
         print(f"broker pid {broker.pid}, RSS {rss_mb(broker.pid):.0f} MB at start")
-        quiet = run_clients(broker.bootstrap, args.seconds)
+        quiet = run_clients({"bootstrap.servers": broker.bootstrap}, args.seconds)
         print(f"quiet:   {quiet}")
         attacker = multiprocessing.Process(
             target=attack,
@@ -668,7 +613,7 @@ def main(argv: list[str] | None = None) -> None:
         watcher = threading.Thread(target=watch)
         watcher.start()
         time.sleep(3)  # let the attackers connect
-        hostile = run_clients(broker.bootstrap, args.seconds)
+        hostile = run_clients({"bootstrap.servers": broker.bootstrap}, args.seconds)
         stop.set()
         watcher.join()
         attacker.join()

@@ -2,7 +2,8 @@
 
 The history (written by chaos/workload.py, faults added by chaos/run.py) is JSON:
 
-- ``acked``: [time, partition, offset, value] per acknowledged write;
+- ``acked``: [time, partition, offset, value] per acknowledged write (offset null when the
+  client reported none, see ``Report.acked_without_offset``);
 - ``failed``: [time, value, error] per write the producer gave up on (outcome unknown);
 - ``seen``: [time, partition, offset, value] per record a consumer read during the run;
 - ``final``: {partition: [[offset, value], ...]}, every record from the log start to the
@@ -39,6 +40,12 @@ class Report:
     offset_changed: list[str] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
     out_of_order: int = 0
+    # Acknowledged with no offset: librdkafka's idempotent producer, when a request's outcome
+    # was unknown (timeout, broken connection) and a later batch of the partition succeeds,
+    # reports the earlier messages delivered without an offset (rd_kafka_dr_implicit_ack:
+    # the broker accepted the later sequence numbers, so it has the earlier ones). Such a
+    # value must still be in the final log once, in its partition.
+    acked_without_offset: int = 0
     availability: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -63,6 +70,7 @@ class Report:
             "offset_changed": len(self.offset_changed),
             "vanished": len(self.vanished),
             "out_of_order": self.out_of_order,
+            "acked_without_offset": self.acked_without_offset,
             "availability": {k: round(v, 3) for k, v in sorted(self.availability.items())},
             "safe": self.safe,
             "examples": {
@@ -91,8 +99,12 @@ def check(history: dict[str, Any]) -> Report:
     report.duplicates = sorted(v for v, places in where.items() if len(places) > 1)
     for _, p, offset, value in history["acked"]:
         places = where.get(value)
+        if offset is None:
+            report.acked_without_offset += 1
         if not places:
             report.lost.append(f"{value}@{p}:{offset}")
+        elif offset is None and any(place[0] == p for place in places):
+            continue
         elif (p, offset) not in places:
             report.offset_changed.append(f"{value}@{p}:{offset} now {places}")
     for _, p, offset, value in history["seen"]:

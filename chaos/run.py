@@ -3,13 +3,15 @@
     python -m chaos.run --seed 7 --duration 60          # one schedule
     python -m chaos.run --seed 7 --runs 5               # seeds 7..11, one after the other
     python -m chaos.run --seed 7 --acks 1 --kinds partition
+    python -m chaos.run --seed 7 --runs 5 --overlap 3  # two or three faults at once
 
 Needs root (namespaces, iptables, tmpfs mounts). Namespaces are named ``kbchaos-<pid>-*``;
 every namespace, iptables rule, mount and process made here is removed when the run ends,
 however it ends. Each run is bounded: the schedule ends by ``--duration``, then the workload
 flushes and reads back for at most a few minutes. Prints the schedule, then the checker's
-report as JSON; exits 1 when an acks=all run is not safe. Work files (history, node logs)
-stay under ``--dir`` (a temp dir by default).
+report and the availability per fault mix (chaos/availability.py) as JSON; exits 1 when an
+acks=all run is not safe. Work files (history, node logs) stay under ``--dir`` (a temp dir
+by default).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chaos.availability import aggregate_mixes, per_mix
 from chaos.checker import aggregate, check
-from chaos.schedule import KINDS, Fault, make_schedule
+from chaos.schedule import KINDS, Fault, make_schedule, mix_name, mixes
 from kbroker.broker import EXIT_LOG_DIRS_FAILED
 from tests.cluster.local_cluster import FAST_FAILOVER
 from tests.ops.compose_emulation import (
@@ -63,7 +66,6 @@ class ChaosCluster:
         self.net.tag = f"kbchaos-{os.getpid()}"
         self.net.switch = f"{self.net.tag}-sw"
         self.mounts: list[Path] = []
-        self.partitioned: set[str] = set()
         self.unexpected_exits: list[str] = []
         # Brokers that shut down because their log directory failed, restarted once freed.
         self.disk_restarts: list[str] = []
@@ -135,19 +137,23 @@ class ChaosCluster:
             timeout=30,
         )
 
-    def partition(self, side: set[str], others: set[str]) -> None:
-        """Drop every packet between ``side`` and ``others`` (the client reaches all)."""
+    def partition(self, side: set[str], others: set[str]) -> list[tuple[str, ...]]:
+        """Drop every packet between ``side`` and ``others`` (the client reaches all); the
+        rules added, for ``heal_partition``."""
+        rules: list[tuple[str, ...]] = []
         for a in side:
             for b in others:
                 for host, peer in ((a, b), (b, a)):
-                    self._iptables(host, "-A", "INPUT", "-s", self.address(peer), "-j", "DROP")
-                    self._iptables(host, "-A", "OUTPUT", "-d", self.address(peer), "-j", "DROP")
-        self.partitioned = {*side, *others}
+                    rules.append((host, "INPUT", "-s", self.address(peer), "-j", "DROP"))
+                    rules.append((host, "OUTPUT", "-d", self.address(peer), "-j", "DROP"))
+        for host, *rule in rules:
+            self._iptables(host, "-A", *rule)
+        return rules
 
-    def heal_partition(self) -> None:
-        for host in self.partitioned:
-            self._iptables(host, "-F")
-        self.partitioned = set()
+    def heal_partition(self, rules: list[tuple[str, ...]]) -> None:
+        """Delete one copy of each rule: another fault's identical rules stay in force."""
+        for host, *rule in rules:
+            self._iptables(host, "-D", *rule)
 
     def signal(self, broker: str, signum: int) -> None:
         self.net.processes[broker].send_signal(signum)
@@ -178,15 +184,17 @@ class ChaosCluster:
             self.net.processes.pop(broker)
             self.start_broker(broker)
 
-    def check_alive(self) -> None:
-        """Restart (and record) any broker that exited by itself."""
+    def check_alive(self, expected_down: set[str]) -> None:
+        """Restart (and record) any broker that exited by itself, except those whose active
+        fault stops them (a full disk)."""
         for broker in BROKERS:
             proc = self.net.processes.get(broker)
-            if proc is not None and proc.poll() is not None:
-                self.unexpected_exits.append(f"{broker} exited with {proc.returncode}")
-                print(f"  !! {broker} exited by itself ({proc.returncode}); restarting", flush=True)
-                self.net.processes.pop(broker)
-                self.start_broker(broker)
+            if broker in expected_down or proc is None or proc.poll() is None:
+                continue
+            self.unexpected_exits.append(f"{broker} exited with {proc.returncode}")
+            print(f"  !! {broker} exited by itself ({proc.returncode}); restarting", flush=True)
+            self.net.processes.pop(broker)
+            self.start_broker(broker)
 
     def close(self) -> None:
         for proc in self.net.processes.values():
@@ -199,17 +207,20 @@ class ChaosCluster:
 
 
 class Injector:
-    """Applies one fault and heals it."""
+    """Applies faults and heals them, several at once when their mixes overlap."""
 
     def __init__(self, cluster: ChaosCluster) -> None:
         self.cluster = cluster
+        self.rules: dict[Fault, list[tuple[str, ...]]] = {}
+        self.active: set[Fault] = set()
 
     def apply(self, fault: Fault) -> None:
         node = fault.nodes[0]
         if fault.kind == "partition":
-            self.cluster.partition(set(fault.nodes), {ZOOKEEPER, *BROKERS} - set(fault.nodes))
+            others = {ZOOKEEPER, *BROKERS} - set(fault.nodes)
+            self.rules[fault] = self.cluster.partition(set(fault.nodes), others)
         elif fault.kind == "zk-cut":
-            self.cluster.partition({node}, {ZOOKEEPER})
+            self.rules[fault] = self.cluster.partition({node}, {ZOOKEEPER})
         elif fault.kind == "pause":
             self.cluster.signal(node, signal.SIGSTOP)
         elif fault.kind == "kill":
@@ -218,11 +229,13 @@ class Injector:
             self.cluster.fill(node)
         else:
             raise ValueError(fault.kind)
+        self.active.add(fault)
 
     def heal(self, fault: Fault) -> None:
         node = fault.nodes[0]
+        self.active.discard(fault)
         if fault.kind in ("partition", "zk-cut"):
-            self.cluster.heal_partition()
+            self.cluster.heal_partition(self.rules.pop(fault))
         elif fault.kind == "pause":
             self.cluster.signal(node, signal.SIGCONT)
         elif fault.kind == "kill":
@@ -230,19 +243,40 @@ class Injector:
         elif fault.kind == "disk":
             self.cluster.free(node)
 
+    def expected_down(self) -> set[str]:
+        """Brokers that may have stopped because of an active fault."""
+        return {f.nodes[0] for f in self.active if f.kind == "disk"}
+
+
+def timeline(schedule: list[Fault]) -> list[tuple[float, bool, Fault]]:
+    """(time, is_apply, fault) for every apply and heal, in order; at the same instant a
+    heal comes first, so a fault never outlives its end."""
+    events = [(f.at, True, f) for f in schedule] + [(f.end, False, f) for f in schedule]
+    return sorted(events, key=lambda e: (e[0], e[1]))
+
 
 def run_schedule(
-    seed: int, duration: float, acks: str, kinds: tuple[str, ...], work_dir: Path
+    seed: int,
+    duration: float,
+    acks: str,
+    kinds: tuple[str, ...],
+    work_dir: Path,
+    overlap: int = 1,
 ) -> dict[str, Any]:
     """One schedule on a fresh cluster; the checker's summary."""
-    schedule = make_schedule(seed, duration, ZOOKEEPER, BROKERS, SESSION_TIMEOUT_MS / 1000, kinds)
-    print(f"seed {seed}: {len(schedule)} faults over {duration:.0f}s, acks={acks}", flush=True)
+    schedule = make_schedule(
+        seed, duration, ZOOKEEPER, BROKERS, SESSION_TIMEOUT_MS / 1000, kinds, overlap
+    )
+    print(
+        f"seed {seed}: {len(schedule)} faults over {duration:.0f}s, acks={acks}, overlap={overlap}",
+        flush=True,
+    )
     for fault in schedule:
         print("  " + fault.describe(), flush=True)
     work_dir.mkdir(parents=True, exist_ok=True)
     out = work_dir / "history.json"
     cluster = ChaosCluster(work_dir)
-    faults: list[list[Any]] = []
+    applied: dict[Fault, list[Any]] = {}
     try:
         cluster.open()
         workload = cluster.start_workload(duration, acks, out)
@@ -258,16 +292,17 @@ def run_schedule(
             raise RuntimeError(cluster.net.log_tail(CLIENT))
         injector = Injector(cluster)
         t0 = time.monotonic()
-        for fault in schedule:
-            time.sleep(max(0.0, t0 + fault.at - time.monotonic()))
-            cluster.check_alive()
-            start = time.time()
-            injector.apply(fault)
-            time.sleep(max(0.0, t0 + fault.at + fault.hold - time.monotonic()))
-            injector.heal(fault)
-            faults.append([start, time.time(), fault.kind, list(fault.nodes)])
+        for at, is_apply, fault in timeline(schedule):
+            time.sleep(max(0.0, t0 + at - time.monotonic()))
+            if is_apply:
+                cluster.check_alive(injector.expected_down())
+                applied[fault] = [time.time()]
+                injector.apply(fault)
+            else:
+                injector.heal(fault)
+                applied[fault].append(time.time())
         time.sleep(max(0.0, t0 + duration - time.monotonic()))
-        cluster.check_alive()
+        cluster.check_alive(set())
         Path(f"{out}.healed").touch()
         workload.wait(300)
         if workload.returncode != 0:
@@ -275,13 +310,19 @@ def run_schedule(
     finally:
         cluster.close()
     history = json.loads(out.read_text())
-    history["faults"] = faults
+    history["faults"] = [[*applied[f], f.kind, list(f.nodes)] for f in schedule]
+    history["mixes"] = [
+        [min(applied[f][0] for f in mix), max(applied[f][1] for f in mix), mix_name(mix)]
+        for mix in mixes(schedule)
+    ]
     out.write_text(json.dumps(history))
     summary = check(history).summary()
     summary.update(
         seed=seed,
         acks=acks,
+        overlap=overlap,
         faults=_counts(schedule),
+        mixes=per_mix(history),
         unexpected_exits=cluster.unexpected_exits,
         disk_restarts=cluster.disk_restarts,
     )
@@ -302,6 +343,12 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--acks", choices=["all", "1"], default="all")
     parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument(
+        "--overlap",
+        type=int,
+        default=1,
+        help="faults active at once: 1 is one at a time; N > 1 gives mixes of 2..N faults",
+    )
     parser.add_argument("--dir", type=Path)
     args = parser.parse_args()
     kinds = tuple(args.kinds.split(","))
@@ -310,10 +357,13 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     summaries = []
     for seed in range(args.seed, args.seed + args.runs):
-        summary = run_schedule(seed, args.duration, args.acks, kinds, base / f"seed-{seed}")
+        work_dir = base / f"seed-{seed}"
+        summary = run_schedule(seed, args.duration, args.acks, kinds, work_dir, args.overlap)
         print(json.dumps(summary), flush=True)
         summaries.append(summary)
     print("all runs: " + json.dumps(aggregate(summaries)))
+    windows = [window for s in summaries for window in s["mixes"]]
+    print("per fault mix: " + json.dumps(aggregate_mixes(windows)))
     failed = sum(args.acks == "all" and not s["safe"] for s in summaries)
     verdict = (
         f"{args.runs - failed} of {args.runs} schedules safe"

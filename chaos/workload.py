@@ -3,11 +3,11 @@
 Creates the topic (3 partitions, replication factor 3, min.insync.replicas=2), touches
 ``<out>.ready``, then for ``--duration`` seconds writes unique values (``v<n>``) with one
 producer (idempotent and acks=all, or plain acks=1 with ``--acks 1``) while a consumer reads
-every partition from the start. Every acknowledgement (partition, offset, value) and every
-record read is recorded. When the producer stops, the workload waits for ``<out>.healed``
-(every fault healed), flushes, reads each partition from the log start to its high watermark
-and writes the history (see chaos/checker.py; ``high`` holds the high watermarks read
-back) to ``--out``.
+every partition from the start. Every acknowledgement (partition, offset, value), every
+record read and the time each value was handed to the producer (``attempts``) is recorded.
+When the producer stops, the workload waits for ``<out>.healed`` (every fault healed),
+flushes, reads each partition from the log start to its high watermark and writes the
+history (see chaos/checker.py; ``high`` holds the high watermarks read back) to ``--out``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
+    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -47,7 +48,7 @@ def create_topic(bootstrap: str, timeout: float) -> None:
             raise RuntimeError("the brokers did not register")
         time.sleep(0.5)
     topic = NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
-    admin.create_topics([topic], request_timeout=30)[TOPIC].result(60)
+    create_until_registered(admin, topic, deadline)
     while True:
         parts = admin.list_topics(TOPIC, timeout=5).topics[TOPIC].partitions
         if len(parts) == PARTITIONS and all(
@@ -56,6 +57,23 @@ def create_topic(bootstrap: str, timeout: float) -> None:
             return
         if time.monotonic() > deadline:
             raise RuntimeError("the topic did not get in sync")
+        time.sleep(0.5)
+
+
+def create_until_registered(admin: AdminClient, topic: NewTopic, deadline: float) -> None:
+    """Create ``topic``, again while the brokers are not all registered yet: the broker that
+    creates it may not see a broker yet that the one that answered Metadata saw ("only 2
+    broker(s) are registered"). A retried create may find its first attempt done."""
+    while True:
+        try:
+            admin.create_topics([topic], request_timeout=30)[topic.topic].result(60)
+            return
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            if code != KafkaError.INVALID_REPLICATION_FACTOR or time.monotonic() > deadline:
+                raise
         time.sleep(0.5)
 
 
@@ -117,6 +135,7 @@ def produce(bootstrap: str, acks: str, duration: float, history: dict[str, Any])
     while time.time() - history["start"] < duration:
         try:
             producer.produce(TOPIC, f"v{n}".encode(), on_delivery=delivered)
+            history["attempts"].append(time.time())
             n += 1
         except BufferError:
             pass
@@ -168,7 +187,13 @@ def main() -> None:
     parser.add_argument("--acks", choices=["all", "1"], default="all")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    history: dict[str, Any] = {"acked": [], "failed": [], "seen": [], "acks": args.acks}
+    history: dict[str, Any] = {
+        "acked": [],
+        "failed": [],
+        "seen": [],
+        "attempts": [],
+        "acks": args.acks,
+    }
     create_topic(args.bootstrap, 120)
     Path(f"{args.out}.ready").touch()
     reader = Reader(args.bootstrap)

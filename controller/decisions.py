@@ -14,6 +14,12 @@ Election rules (Kafka's ZooKeeper controller):
   last in-sync replica is elected when it returns; unclean.leader.election.enable lets any
   live replica lead instead (committed records may then be lost, as documented by Kafka);
 - followers that died are dropped from the ISR without an epoch change;
+- a replica whose log directory failed on a broker that lives on (KIP-112: the broker says
+  so, see controller/zk_paths.py) counts as dead for that partition only: it loses its
+  leadership to another ISR member, leaves the ISR, and is never elected, not even
+  uncleanly, until its broker registers again; the broker's other replicas are untouched.
+  A failed replica that was the last ISR member keeps its ISR place (leader -1), so it is
+  elected when its broker returns with the directory healthy, as for a dead broker;
 - preferred election moves leadership to the first assigned replica when it is alive and in
   sync (auto.leader.rebalance.enable and the ElectLeaders API); the automatic one only for
   brokers whose share of preferred partitions they do not lead is above
@@ -28,13 +34,16 @@ the first target replica in the ISR (new epoch), and the replicas become the tar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.zk_paths import PartitionState
 
 TopicPartition = tuple[str, int]
 NO_LEADER = -1
+# The replicas of each partition whose log directory failed (KIP-112), by partition.
+OfflineReplicas = Mapping[TopicPartition, frozenset[int]]
+NOTHING_OFFLINE: OfflineReplicas = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +53,18 @@ class StateChange:
     partition: TopicPartition
     old: PartitionState
     new: PartitionState
+
+
+def offline_by_partition(
+    by_broker: Mapping[int, Iterable[TopicPartition]], live: set[int]
+) -> dict[TopicPartition, frozenset[int]]:
+    """The failed replicas of each partition, from what each live broker reports."""
+    out: dict[TopicPartition, set[int]] = {}
+    for broker, partitions in by_broker.items():
+        if broker in live:
+            for key in partitions:
+                out.setdefault(key, set()).add(broker)
+    return {key: frozenset(brokers) for key, brokers in out.items()}
 
 
 def rack_alternating(brokers: Mapping[int, str | None]) -> list[int]:
@@ -120,21 +141,25 @@ def on_brokers_changed(
     bounced: set[int],
     controller_epoch: int,
     unclean: Callable[[str], bool],
+    offline: OfflineReplicas = NOTHING_OFFLINE,
 ) -> list[StateChange]:
-    """New states after brokers died, returned or bounced (see the module docstring)."""
-    usable = live - bounced
+    """New states after brokers died, returned or bounced, or replicas went offline with
+    their log directory (see the module docstring)."""
     changes: list[StateChange] = []
     for key, state in sorted(states.items()):
         replicas = assignments.get(key, ())
+        failed = offline.get(key, frozenset())
+        live_here = live - failed
+        usable = live_here - bounced
         if state.leader in usable:
-            isr = tuple(b for b in state.isr if b in usable or b == state.leader)
+            isr = tuple(b for b in state.isr if b in usable)
             new = (
                 state
                 if isr == state.isr
                 else PartitionState(state.leader, state.leader_epoch, isr, controller_epoch)
             )
         else:
-            new = _elect(state, replicas, live, usable, unclean(key[0]), controller_epoch)
+            new = _elect(state, replicas, live_here, usable, unclean(key[0]), controller_epoch)
         if new != state:
             changes.append(StateChange(key, state, new))
     return changes
@@ -145,16 +170,18 @@ def preferred_elections(
     assignments: Mapping[TopicPartition, Sequence[int]],
     live: set[int],
     controller_epoch: int,
+    offline: OfflineReplicas = NOTHING_OFFLINE,
 ) -> list[StateChange]:
     """Move leadership to each partition's preferred (first assigned) replica when it is
-    alive and in the ISR and does not lead already."""
+    alive, online and in the ISR and does not lead already."""
     changes: list[StateChange] = []
     for key, state in sorted(states.items()):
         replicas = assignments.get(key, ())
         if not replicas:
             continue
         preferred = replicas[0]
-        if state.leader != preferred and preferred in live and preferred in state.isr:
+        eligible = preferred in live and preferred not in offline.get(key, frozenset())
+        if state.leader != preferred and eligible and preferred in state.isr:
             new = PartitionState(preferred, state.leader_epoch + 1, state.isr, controller_epoch)
             changes.append(StateChange(key, state, new))
     return changes
@@ -165,14 +192,16 @@ def unclean_elections(
     assignments: Mapping[TopicPartition, Sequence[int]],
     live: set[int],
     controller_epoch: int,
+    offline: OfflineReplicas = NOTHING_OFFLINE,
 ) -> list[StateChange]:
     """Leaders for offline partitions, from the ISR if a member lives, else from any live
-    replica (the ElectLeaders API's unclean election)."""
+    replica whose log directory has not failed (the ElectLeaders API's unclean election)."""
     changes: list[StateChange] = []
     for key, state in sorted(states.items()):
-        if state.leader in live:
+        live_here = live - offline.get(key, frozenset())
+        if state.leader in live_here:
             continue
-        new = _elect(state, assignments.get(key, ()), live, live, True, controller_epoch)
+        new = _elect(state, assignments.get(key, ()), live_here, live_here, True, controller_epoch)
         if new.leader != NO_LEADER:
             changes.append(StateChange(key, state, new))
     return changes

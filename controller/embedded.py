@@ -24,14 +24,15 @@ log dir and survives restarts. Files:
                 "permission_type": "Allow"}],
       "client_metrics": {"producers": {"interval.ms": "1000",
                                        "metrics": "org.apache.kafka.producer."}},
-      "group_configs": {"orders": {"consumer.session.timeout.ms": "50000"}}
+      "group_configs": {"orders": {"consumer.session.timeout.ms": "50000"}},
+      "mirror_links": {"eu": {"kbroker.mirror.source.bootstrap": "src:9092"}}
     }
 
 ``broker_configs`` are this broker's dynamic configs, ``default_broker_configs`` the
 cluster-wide ones (KIP-226; absent in older files). ``client_quotas``
 (controller/quota_store.py), ``scram_credentials`` (controller/credential_store.py),
-``acls`` (controller/acl_store.py), ``client_metrics`` and ``group_configs``
-(controller/named_configs.py) may be absent in older files.
+``acls`` (controller/acl_store.py), ``client_metrics``, ``group_configs`` and
+``mirror_links`` (controller/named_configs.py) may be absent in older files.
 
 It is replaced whole on every change: written to ``__kbroker_metadata.json.tmp``, fsynced,
 renamed over the old file, then the directory is fsynced (DESIGN rule 6), so a crash leaves
@@ -55,6 +56,7 @@ import logging
 import os
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +232,9 @@ class EmbeddedMetadata(TopicCache):
     def group_configs(self) -> Mapping[str, Mapping[str, str]]:
         return self._named[named_configs.GROUPS]
 
+    def mirror_links(self) -> Mapping[str, Mapping[str, str]]:
+        return self._named[named_configs.MIRROR_LINKS]
+
     async def publish_service_url(self, service: str, url: str) -> None:
         self._service_urls[service] = url
 
@@ -398,6 +403,9 @@ class EmbeddedMetadata(TopicCache):
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         await self._set_named(named_configs.GROUPS, group_id, configs)
 
+    async def set_mirror_link(self, name: str, configs: Mapping[str, str]) -> None:
+        await self._set_named(named_configs.MIRROR_LINKS, name, configs)
+
     async def _set_named(
         self, kind: named_configs.NamedConfigKind, name: str, configs: Mapping[str, str]
     ) -> None:
@@ -487,6 +495,25 @@ class EmbeddedMetadata(TopicCache):
             topics[name] = changed
             await self._commit(topics, [(changed, name)])
             return changed
+
+    async def raise_leader_epoch(
+        self, topic: str, partition: int, leader_epoch: int, above: int
+    ) -> int | None:
+        async with self._lock:
+            info = self._topics.get(topic)
+            if info is None or partition >= len(info.partitions):
+                return None
+            current = info.partitions[partition]
+            if current.leader != self._config.broker_id or current.leader_epoch != leader_epoch:
+                return None
+            epoch = max(leader_epoch, above) + 1
+            partitions = list(info.partitions)
+            partitions[partition] = replace(current, leader_epoch=epoch)
+            changed = replace(info, partitions=tuple(partitions))
+            topics = dict(self._topics)
+            topics[topic] = changed
+            await self._commit(topics, [(changed, topic)])
+            return epoch
 
     async def allocate_producer_ids(self) -> ProducerIdBlock:
         async with self._lock:

@@ -134,6 +134,15 @@ class MetadataBackend(Protocol):
         replicas in order."""
         ...
 
+    async def raise_leader_epoch(
+        self, topic: str, partition: int, leader_epoch: int, above: int
+    ) -> int | None:
+        """This broker leads the partition at ``leader_epoch``: lead it on (same replicas and
+        ISR) at a new epoch above both ``leader_epoch`` and ``above``, written conditionally
+        as an ISR change is; returns the new epoch, None when this broker no longer leads at
+        ``leader_epoch`` (a promoted mirror's partition, kbroker/mirror/manager.py)."""
+        ...
+
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
         """Replace the topic's config overrides."""
         ...
@@ -214,6 +223,15 @@ class MetadataBackend(Protocol):
 
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         """Replace one group's configs (none: remove them), persisted before return."""
+        ...
+
+    def mirror_links(self) -> Mapping[str, Mapping[str, str]]:
+        """Mirror links' configs by link name (kbroker/mirror/link_configs.py); read-only,
+        and the same object until they change."""
+        ...
+
+    async def set_mirror_link(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace one link's configs (none: remove the link), persisted before return."""
         ...
 
     async def publish_service_url(self, service: str, url: str) -> None:

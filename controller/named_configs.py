@@ -1,12 +1,13 @@
 """Configs kept per name for entities that are not topics or brokers, as both metadata backends
 store them: client-metrics subscriptions (KIP-714, ConfigResource type CLIENT_METRICS,
-kbroker/telemetry/subscriptions.py) and group configs (KIP-848/KIP-932, type GROUP,
-kbroker/group/group_configs.py). Each kind is a table of name -> configs; a name without any
-config is not in the table.
+kbroker/telemetry/subscriptions.py), group configs (KIP-848/KIP-932, type GROUP,
+kbroker/group/group_configs.py) and kbroker's mirror links (kbroker/mirror/link_configs.py).
+Each kind is a table of name -> configs; a name without any config is not in the table.
 
 ZooKeeper keeps them in Kafka's ``/config/<type>/<name>`` layout:
 
-- ``/config/client-metrics/<name>`` and ``/config/groups/<name>``: ``{"version": 1,
+- ``/config/client-metrics/<name>``, ``/config/groups/<name>`` and (kbroker's own, which
+  Kafka never reads) ``/config/kbroker-mirror-links/<name>``: ``{"version": 1,
   "config": {"interval.ms": "1000"}}``, the name URL-encoded as Kafka's Sanitizer does (a
   name may hold ``/``);
 - after each change a sequential ``/config/changes/config_change_`` znode
@@ -49,7 +50,8 @@ class NamedConfigKind:
 
 CLIENT_METRICS = NamedConfigKind("client-metrics", "client_metrics")
 GROUPS = NamedConfigKind("groups", "group_configs")
-KINDS = (CLIENT_METRICS, GROUPS)
+MIRROR_LINKS = NamedConfigKind("kbroker-mirror-links", "mirror_links")
+KINDS = (CLIENT_METRICS, GROUPS, MIRROR_LINKS)
 
 
 def with_change(table: Table, name: str, configs: Mapping[str, str]) -> dict[str, dict[str, str]]:

@@ -22,6 +22,15 @@ A broker that creates a topic writes its assignment and the partitions' initial 
 transaction. Controlled shutdown: the stopping broker removes its own registration, so the
 controller moves its leaderships as if it had failed, and waits for that before it stops.
 
+Failed log directories (KIP-112): a broker whose directory failed writes the replicas that
+were there to its ephemeral ``/kbroker/offline_replicas/<id>`` (made again with every new
+session), then Kafka's ``/log_dir_event_notification`` sequential znode. The controller
+watches the notifications; every refresh reads the offline replicas of every broker (so a
+lost notification delays the reaction by a safety refresh at most), the controller moves
+their leaderships and drops them from the ISR (controller/decisions.py) and deletes the
+notifications it saw, as Kafka's controller does. A restarted broker has no such znode:
+its replicas follow, catch up and rejoin the ISR as after any restart.
+
 ACLs (controller/acl_store.py), SCRAM credentials and client quotas (the entity config
 znodes, controller/config_znodes.py) are read from their znodes, which every broker
 watches; writes follow each change with Kafka's change notification, which Kafka's brokers
@@ -136,6 +145,16 @@ class Snapshot:
     )
     topic_versions: dict[str, int] = field(default_factory=dict)
     moving: dict[TopicPartition, decisions.Reassignment] = field(default_factory=dict)
+    # Failed log directories and their replicas, by broker (KIP-112).
+    offline: dict[int, zk_paths.OfflineReplicas] = field(default_factory=dict)
+    # The log directory event notifications (read by the controller only): znode names.
+    log_dir_events: list[str] = field(default_factory=list)
+
+    def offline_by_partition(self) -> dict[TopicPartition, frozenset[int]]:
+        """The replicas of each partition whose log directory failed on a live broker."""
+        return decisions.offline_by_partition(
+            {b: o.partitions for b, o in self.offline.items()}, set(self.brokers)
+        )
 
 
 class ZkMetadata(TopicCache):
@@ -175,6 +194,10 @@ class ZkMetadata(TopicCache):
         self._stale_lock = threading.Lock()
         self._last_full_read = 0.0
         self._last_purge = -math.inf
+        # This broker's failed log directories and their replicas (KIP-112), and whether the
+        # controller has yet to be told (written at the next refresh, retried until done).
+        self._offline = zk_paths.OfflineReplicas((), frozenset())
+        self._offline_untold = False
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -211,6 +234,9 @@ class ZkMetadata(TopicCache):
 
     def group_configs(self) -> Mapping[str, Mapping[str, str]]:
         return self._snapshot.named[named_configs.GROUPS]
+
+    def mirror_links(self) -> Mapping[str, Mapping[str, str]]:
+        return self._snapshot.named[named_configs.MIRROR_LINKS]
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -423,6 +449,10 @@ class ZkMetadata(TopicCache):
         deadline = time.monotonic() + self._config.zookeeper_session_timeout_ms / 1000 * 2
         while True:
             try:
+                if self._offline.log_dirs:
+                    # Before the registration: no controller sees this session's broker
+                    # without its failed replicas.
+                    self._write_offline_replicas(self._offline)
                 self._zk.create(path, data, ephemeral=True)
                 log.info("registered broker %d at %s:%d", self._me, host, port)
                 self._publish_services()
@@ -437,6 +467,47 @@ class ZkMetadata(TopicCache):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
+
+    def log_dirs_failed(
+        self, log_dirs: Iterable[str], partitions: Iterable[TopicPartition]
+    ) -> None:
+        """This broker's `log_dirs` failed with the replicas `partitions` in them: tell the
+        controller at the next refresh (see the module docstring), retried until written."""
+        self._offline = zk_paths.OfflineReplicas(
+            tuple(dict.fromkeys((*self._offline.log_dirs, *log_dirs))),
+            self._offline.partitions | frozenset(partitions),
+        )
+        self._offline_untold = True
+        self._dirty.set()
+
+    def _write_offline_replicas(self, offline: zk_paths.OfflineReplicas) -> None:
+        """The ephemeral offline-replicas znode of this session, created or replaced."""
+        path = zk_paths.offline_replicas_path(self._me)
+        data = zk_paths.encode_offline_replicas(offline)
+        try:
+            self._zk.create(path, data, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            _, stat = self._zk.get(path)
+            if stat.ephemeralOwner != self._session_id():
+                self._zk.delete(path)
+                self._zk.create(path, data, ephemeral=True, makepath=True)
+            else:
+                self._zk.set(path, data)
+
+    def _tell_log_dir_failure(self, offline: zk_paths.OfflineReplicas) -> None:
+        """The offline replicas first, then the event: the controller that reacts finds them."""
+        self._write_offline_replicas(offline)
+        self._zk.create(
+            zk_paths.LOG_DIR_EVENT_PREFIX,
+            zk_paths.encode_log_dir_event(self._me),
+            sequence=True,
+            makepath=True,
+        )
+        log.info(
+            "told the controller: log directories %s failed, %d replicas offline",
+            list(offline.log_dirs),
+            len(offline.partitions),
+        )
 
     def _broker_info(self, broker_id: int, data: bytes) -> BrokerInfo:
         """A registration as this broker sees it: the peer's endpoint for our
@@ -485,6 +556,9 @@ class ZkMetadata(TopicCache):
             snap.controller = zk_paths.decode_controller(data)
         except NoNodeError:
             zk.exists(zk_paths.CONTROLLER, watch=watch)
+        snap.offline = self._read_offline_replicas()
+        if self.is_controller():
+            snap.log_dir_events = sorted(zk.get_children(zk_paths.LOG_DIR_EVENTS, watch=watch))
         # Every znode read is sent before any answer is awaited (kazoo's async calls, one
         # connection, answered in order): a cluster of 10,000 partitions is 10,000 state
         # znodes, and one round trip each made every refresh take seconds.
@@ -558,6 +632,25 @@ class ZkMetadata(TopicCache):
             old = self._snapshot.named[kind]
             snap.named[kind] = old if table == old else table
         return snap
+
+    def _read_offline_replicas(self) -> dict[int, zk_paths.OfflineReplicas]:
+        """Every broker's failed log directories (unwatched: the notifications wake the
+        controller, and its writes wake the other brokers)."""
+        zk = self._zk
+        reads = [
+            (child, zk.get_async(f"{zk_paths.OFFLINE_REPLICAS}/{child}"))
+            for child in zk.get_children(zk_paths.OFFLINE_REPLICAS)
+        ]
+        out: dict[int, zk_paths.OfflineReplicas] = {}
+        for child, read in reads:
+            try:
+                data, _ = read.get()
+                out[int(child)] = zk_paths.decode_offline_replicas(data)
+            except NoNodeError:
+                continue
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring unreadable offline replicas of broker %s: %r", child, exc)
+        return out
 
     def _read_named(self, kind: named_configs.NamedConfigKind) -> dict[str, dict[str, str]]:
         """Every name's configs of one kind (controller/named_configs.py), watched."""
@@ -721,6 +814,12 @@ class ZkMetadata(TopicCache):
                 if session is not None and self._snapshot.sessions.get(self._me) != session:
                     await self._in_thread(self._register)
                     self._dirty.set()
+                if self._offline_untold:
+                    told = self._offline
+                    await self._in_thread(self._tell_log_dir_failure, told)
+                    # Another directory may have failed meanwhile: told at the next refresh.
+                    self._offline_untold = self._offline is not told
+                    self._dirty.set()
                 if self._snapshot.controller == -1:
                     await self._in_thread(self._run_for_controller)
                     self._dirty.set()
@@ -782,6 +881,7 @@ class ZkMetadata(TopicCache):
 
     def _publish(self, snapshot: Snapshot) -> None:
         live = set(snapshot.brokers)
+        failed = snapshot.offline_by_partition()
         topics: dict[str, TopicInfo] = {}
         for name, topic_id in snapshot.topic_ids.items():
             partitions = []
@@ -796,7 +896,11 @@ class ZkMetadata(TopicCache):
                         leader_epoch=state.leader_epoch,
                         replicas=replicas,
                         isr=state.isr,
-                        offline_replicas=tuple(r for r in replicas if r not in live),
+                        offline_replicas=tuple(
+                            r
+                            for r in replicas
+                            if r not in live or r in failed.get((name, index), ())
+                        ),
                     )
                 )
             info = TopicInfo(
@@ -842,8 +946,15 @@ class ZkMetadata(TopicCache):
             b for b, czxid in snap.czxids.items() if self._known_czxids.get(b, czxid) != czxid
         }
         states = {key: entry[0] for key, entry in snap.states.items()}
+        offline = snap.offline_by_partition()
         changes = decisions.on_brokers_changed(
-            states, snap.assignments, live, bounced, self._controller_epoch, self._unclean
+            states,
+            snap.assignments,
+            live,
+            bounced,
+            self._controller_epoch,
+            self._unclean,
+            offline,
         )
         now = time.monotonic()
         interval = float(self._config.get("leader.imbalance.check.interval.seconds"))
@@ -861,7 +972,7 @@ class ZkMetadata(TopicCache):
             changes = [
                 c
                 for c in decisions.preferred_elections(
-                    states, snap.assignments, live, self._controller_epoch
+                    states, snap.assignments, live, self._controller_epoch, offline
                 )
                 if snap.assignments[c.partition][0] in imbalanced
             ]
@@ -871,6 +982,24 @@ class ZkMetadata(TopicCache):
         elif snap.moving:
             await self._in_thread(self._complete_reassignments, live)
         self._known_czxids = dict(snap.czxids)
+        if snap.log_dir_events:
+            await self._in_thread(self._delete_log_dir_events, snap.log_dir_events)
+
+    def _delete_log_dir_events(self, names: Sequence[str]) -> None:
+        """Acted on (this refresh read every broker's offline replicas): deleted, as Kafka's
+        controller deletes the notifications it processed."""
+        for name in names:
+            path = f"{zk_paths.LOG_DIR_EVENTS}/{name}"
+            try:
+                data, _ = self._zk.get(path)
+                broker, event = zk_paths.decode_log_dir_event(data)
+                log.info("controller: log directory event %d of broker %d handled", event, broker)
+            except NoNodeError:
+                continue
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("deleting unreadable log directory event %s: %r", name, exc)
+            with contextlib.suppress(NoNodeError):
+                self._zk.delete(path)
 
     def _complete_reassignments(self, live: set[int]) -> None:
         """Finish the reassignments whose target replicas are all in sync: one transaction
@@ -1014,18 +1143,18 @@ class ZkMetadata(TopicCache):
             else:
                 wanted[key] = entry[0]
         epoch = max(self._controller_epoch, 0)
+        offline = snap.offline_by_partition()
         if unclean:
-            changes = decisions.unclean_elections(wanted, snap.assignments, live, epoch)
+            changes = decisions.unclean_elections(wanted, snap.assignments, live, epoch, offline)
         else:
-            changes = decisions.preferred_elections(wanted, snap.assignments, live, epoch)
+            changes = decisions.preferred_elections(wanted, snap.assignments, live, epoch, offline)
         elected = {c.partition for c in changes}
         for key, state in wanted.items():
             if key in elected:
                 continue
             replicas = snap.assignments.get(key, ())
-            done = (
-                state.leader in live if unclean else bool(replicas) and state.leader == replicas[0]
-            )
+            leader_serves = state.leader in live and state.leader not in offline.get(key, ())
+            done = leader_serves if unclean else bool(replicas) and state.leader == replicas[0]
             if done:
                 result[key] = ErrorCode.ELECTION_NOT_NEEDED
             elif unclean:
@@ -1068,6 +1197,30 @@ class ZkMetadata(TopicCache):
         self._mark_stale([path])
         await self._refresh_after_write()
         return tuple(isr)
+
+    async def raise_leader_epoch(
+        self, topic: str, partition: int, leader_epoch: int, above: int
+    ) -> int | None:
+        """The leader's own write, as ``alter_isr``: conditional on the state version it last
+        read, so it loses against the controller's elections."""
+        entry = self._snapshot.states.get((topic, partition))
+        if entry is None:
+            return None
+        state, version = entry
+        if state.leader != self._me or state.leader_epoch != leader_epoch:
+            return None
+        epoch = max(leader_epoch, above) + 1
+        new = PartitionState(self._me, epoch, state.isr, state.controller_epoch)
+        path = zk_paths.state_path(topic, partition)
+        try:
+            await self._in_thread(self._zk.set, path, zk_paths.encode_state(new), version)
+        except (BadVersionError, NoNodeError):
+            self._mark_stale([path])
+            await self._refresh_after_write()
+            return None
+        self._mark_stale([path])
+        await self._refresh_after_write()
+        return epoch
 
     # --- changes ---------------------------------------------------------------------------
 
@@ -1235,8 +1388,8 @@ class ZkMetadata(TopicCache):
 
     async def _write_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Kafka's ZooKeeper mode stores passwords only encrypted with
-        password.encoder.secret, which kbroker does not have: refused as Kafka refuses
-        them without it."""
+        password.encoder.secret, which kbroker uses so far only for the mirror links'
+        secrets (kbroker/mirror/secrets.py): refused as Kafka refuses them without it."""
         if any(is_password_config(name) for name in configs):
             raise KafkaError(ErrorCode.INVALID_CONFIG, "Password encoder secret not configured")
         await self._zk_call(self._replace_entity_config, f"brokers/{entity}", configs)
@@ -1306,6 +1459,9 @@ class ZkMetadata(TopicCache):
 
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         await self._set_named(named_configs.GROUPS, group_id, configs)
+
+    async def set_mirror_link(self, name: str, configs: Mapping[str, str]) -> None:
+        await self._set_named(named_configs.MIRROR_LINKS, name, configs)
 
     async def _set_named(
         self, kind: named_configs.NamedConfigKind, name: str, configs: Mapping[str, str]

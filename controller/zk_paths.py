@@ -31,6 +31,15 @@ Znodes (all payloads UTF-8 JSON unless said otherwise):
   client-metrics subscriptions (KIP-714) and group configs (controller/named_configs.py).
 - ``/latest_producer_id_block``: the last producer id block given out
   (controller/producer_id_blocks.py).
+- ``/log_dir_event_notification/log_dir_event_<sequence>``: ``{"version":1,"broker":<id>,
+  "event":1}``, compact, written by a broker whose log directory failed (event 1: Kafka's
+  LogDirFailure, KIP-112); the controller deletes it once it has acted.
+- ``/kbroker/offline_replicas/<id>`` (ephemeral, kbroker's own): ``{"version": 1,
+  "log_dirs": [...], "partitions": [["topic", 0], ...]}``, the broker's failed log
+  directories and the replicas that were in them. Kafka's controller learns these from the
+  broker's LeaderAndIsr answers (KAFKA_STORAGE_ERROR); kbroker's brokers get no
+  LeaderAndIsr, so the broker says it here, for the session it lives in: a broker that
+  restarts starts with every directory it can open online again.
 """
 
 from __future__ import annotations
@@ -52,21 +61,30 @@ BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
+LOG_DIR_EVENTS = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = f"{LOG_DIR_EVENTS}/log_dir_event_"
+# Kafka's LogDirEventNotificationHandler event type for a failed directory.
+LOG_DIR_FAILURE = 1
+OFFLINE_REPLICAS = "/kbroker/offline_replicas"
 # Created at start so watches and children listings never hit a missing parent.
 PERSISTENT_PATHS = (
     BROKER_IDS,
     TOPICS,
     TOPIC_CONFIGS,
     BROKER_CONFIGS,
+    LOG_DIR_EVENTS,
+    OFFLINE_REPLICAS,
     "/cluster",
     # Client quotas (controller/quota_store.py).
     "/config/users",
     "/config/clients",
     "/config/ips",
     "/config/changes",
-    # Client-metrics subscriptions and group configs (controller/named_configs.py).
+    # Client-metrics subscriptions, group configs and mirror links
+    # (controller/named_configs.py).
     "/config/client-metrics",
     "/config/groups",
+    "/config/kbroker-mirror-links",
 )
 
 
@@ -77,6 +95,10 @@ SERVICES = "/kbroker/services"
 
 def service_path(service: str, broker_id: int) -> str:
     return f"{SERVICES}/{service}/{broker_id}"
+
+
+def offline_replicas_path(broker_id: int) -> str:
+    return f"{OFFLINE_REPLICAS}/{broker_id}"
 
 
 def broker_path(broker_id: int) -> str:
@@ -307,3 +329,39 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 
 def decode_cluster_id(data: bytes) -> str:
     return str(_load(data)["id"])
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    return kafka_json({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE})
+
+
+def decode_log_dir_event(data: bytes) -> tuple[int, int]:
+    """(broker id, event type)."""
+    obj = _load(data)
+    return int(obj["broker"]), int(obj["event"])
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineReplicas:
+    """A broker's failed log directories and the replicas that were there."""
+
+    log_dirs: tuple[str, ...]
+    partitions: frozenset[tuple[str, int]]
+
+
+def encode_offline_replicas(offline: OfflineReplicas) -> bytes:
+    return dump_json(
+        {
+            "version": 1,
+            "log_dirs": list(offline.log_dirs),
+            "partitions": [[t, p] for t, p in sorted(offline.partitions)],
+        }
+    )
+
+
+def decode_offline_replicas(data: bytes) -> OfflineReplicas:
+    obj = _load(data)
+    return OfflineReplicas(
+        log_dirs=tuple(str(d) for d in obj["log_dirs"]),
+        partitions=frozenset((str(t), int(p)) for t, p in obj["partitions"]),
+    )

@@ -78,6 +78,7 @@ from kbroker.server.connection_quotas import (
 from kbroker.server.listener import KafkaServer
 from kbroker.server.memory_pool import MemoryPool
 from kbroker.share.coordinator import ShareCoordinator
+from kbroker.share.end_offsets import LeaderEndOffsets
 from kbroker.share.manager import SharePartitionManager
 from kbroker.share.offsets import ShareGroupOffsets
 from kbroker.share.persister import SharePersisterClient
@@ -193,6 +194,7 @@ class Broker:
             isr_writer=self.zk,
             clock=clock,
             on_storage_error=self._replica_storage_failed,
+            on_log_dir_error=self.log_dir_failed,
         )
         # Every partition replica hosted here, leader or follower.
         self.partitions: dict[tuple[str, int], Partition] = self.replica_manager.partitions
@@ -215,6 +217,7 @@ class Broker:
         # Share groups' partitions this broker leads, and their consumers' share sessions.
         self.share_partitions = SharePartitionManager(self)
         self.share_offsets = ShareGroupOffsets(self)
+        self.leader_end_offsets = LeaderEndOffsets(self)
         self.txn_coordinator = TransactionCoordinator(self)
         self.txn_verifier = TxnVerifier(self)
         # Share-partition state (KIP-932): this broker's share coordinator, and the persister
@@ -261,9 +264,11 @@ class Broker:
     def log_dir_failed(self, log_dir: Path, exc: OSError) -> None:
         """A write to `log_dir` failed (ENOSPC, EIO, ...): as Kafka does (KIP-112), the
         directory goes offline and its replicas with it: their clients get
-        KAFKA_STORAGE_ERROR and look elsewhere. With no directory left the broker shuts
-        down (controlled shutdown first, so leadership moves in a cluster); after space
-        returns, a restart recovers the directory's logs."""
+        KAFKA_STORAGE_ERROR and look elsewhere. In a cluster the controller is told, and
+        moves those replicas' leaderships to other in-sync replicas and drops them from the
+        ISR (controller/zk_backend.py). With no directory left the broker shuts down
+        (controlled shutdown first, so leadership moves in a cluster); after space returns,
+        a restart recovers the directory's logs."""
         if log_dir not in self.logs.dirs:
             return  # offline already: the first failure was logged
         lost = self.logs.mark_offline(log_dir)
@@ -274,6 +279,8 @@ class Broker:
             len(lost),
         )
         self.replica_manager.take_offline(lost)
+        if self.zk is not None:
+            self.zk.log_dirs_failed([str(log_dir)], lost)
         if not self.logs.dirs and not self.stop_requested.is_set():
             log.error("every log directory has failed: shutting down")
             self.stop_requested.set()
@@ -389,6 +396,7 @@ class Broker:
         await self.txn_verifier.close()
         await self.share_coordinator.stop()
         await self._persister_client.close()
+        await self.leader_end_offsets.close()
         await self.server.close()
         if self.metrics_server is not None:
             await self.metrics_server.close()
@@ -470,7 +478,8 @@ class Broker:
     async def _flush_periodically(self) -> None:
         while True:
             await asyncio.sleep(FLUSH_CHECK_SECONDS)
-            self.logs.flush_due()
+            for log_dir, exc in self.logs.flush_due():
+                self.log_dir_failed(log_dir, exc)
 
 
 async def _start_and_settle(broker: Broker) -> None:

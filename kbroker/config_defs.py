@@ -280,6 +280,12 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("sasl.server.max.connections.in.authentication", INT, "1000", min=1),
     ConfigDef("connections.max.reauth.ms", LONG, "0", min=0),
     ConfigDef("connection.failed.authentication.delay.ms", INT, "100", min=0),
+    # Encrypting secrets before they are stored (Kafka's PasswordEncoderConfigs, bounds
+    # included); kbroker encrypts the mirror links' secrets with them
+    # (kbroker/mirror/secrets.py). Every broker of a cluster needs the same secret.
+    ConfigDef("password.encoder.secret", PASSWORD, None),
+    ConfigDef("password.encoder.iterations", INT, "4096", min=1024),
+    ConfigDef("password.encoder.key.length", INT, "128", min=8),
     # Accepted (Kafka lets them change at run time), without effect: kbroker has no
     # Kerberos, no SASL login refresh and no pluggable principal builders or TLS engines.
     ConfigDef(

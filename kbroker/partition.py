@@ -158,6 +158,15 @@ class Partition:
         marker_version: int = TV_1,
     ) -> AppendResult:
         self._require_leader()
+        if self.log.latest_epoch() > self.leader_epoch:
+            # The log holds batches of a higher epoch than ours (a promoted mirror keeps its
+            # source's): a batch of ours would go back in epochs. Retriable: the leader
+            # takes a higher epoch first (kbroker/mirror/manager.py).
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"{self.topic}-{self.index}: the log holds leader epoch "
+                f"{self.log.latest_epoch()}, above this leader's {self.leader_epoch}",
+            )
         result = self.log.append_as_leader(
             batches,
             leader_epoch=self.leader_epoch,

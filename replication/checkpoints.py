@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from kbroker.log.log_manager import LogManager, read_offset_checkpoint
+from kbroker.log.log_manager import DirFailure, LogManager, read_offset_checkpoint
 
 CHECKPOINT_FILE = "replication-offset-checkpoint"
 TopicPartition = tuple[str, int]
@@ -27,10 +27,19 @@ def read_high_watermarks(dirs: list[Path]) -> dict[TopicPartition, int]:
     return entries
 
 
-def write_high_watermarks(logs: LogManager, high_watermarks: Mapping[TopicPartition, int]) -> None:
+def write_high_watermarks(
+    logs: LogManager, high_watermarks: Mapping[TopicPartition, int]
+) -> list[DirFailure]:
+    """Write each directory's checkpoint; the directories whose write failed, with the
+    error (the others are written all the same)."""
+    failures: list[DirFailure] = []
     by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in logs.dirs}
     for (topic, partition), offset in high_watermarks.items():
         directory = logs.dir_of(topic, partition).parent
         by_dir.setdefault(directory, {})[(topic, partition)] = offset
     for directory, entries in by_dir.items():
-        logs.write_checkpoint(directory, CHECKPOINT_FILE, entries)
+        try:
+            logs.write_checkpoint(directory, CHECKPOINT_FILE, entries)
+        except OSError as exc:
+            failures.append((directory, exc))
+    return failures

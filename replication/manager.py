@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, Protocol
 
 from controller.interface import TopicInfo
@@ -60,6 +61,7 @@ class ReplicaManager:
         isr_writer: IsrWriter | None,
         clock: Callable[[], float],
         on_storage_error: Callable[[TopicPartition, OSError], None] = lambda _key, _exc: None,
+        on_log_dir_error: Callable[[Path, OSError], None] = lambda _dir, _exc: None,
     ) -> None:
         self.broker_id = broker_id
         self._logs = logs
@@ -78,6 +80,7 @@ class ReplicaManager:
         self._background: set[asyncio.Task[None]] = set()
         self._checkpointed: dict[TopicPartition, int] = {}
         self._on_storage_error = on_storage_error
+        self._on_log_dir_error = on_log_dir_error
         # Replicas whose log directory failed (KIP-112): not served, not followed, not
         # recreated, until the broker restarts.
         self.offline: set[TopicPartition] = set()
@@ -135,18 +138,21 @@ class ReplicaManager:
         self.partitions.clear()
 
     def checkpoint(self) -> None:
+        """Write the high-watermark checkpoints; a directory whose write failed is reported
+        (it goes offline, as in Kafka) and written again at the next checkpoint."""
         hws = {key: p.high_watermark for key, p in self.partitions.items()}
-        if hws != self._checkpointed:
-            write_high_watermarks(self._logs, hws)
+        if hws == self._checkpointed:
+            return
+        failures = write_high_watermarks(self._logs, hws)
+        for directory, exc in failures:
+            self._on_log_dir_error(directory, exc)
+        if not failures:
             self._checkpointed = hws
 
     async def _checkpoint_periodically(self) -> None:
         while True:
             await asyncio.sleep(self._checkpoint_interval_ms / 1000)
-            try:
-                self.checkpoint()
-            except OSError:
-                log.exception("cannot write the high-watermark checkpoint")
+            self.checkpoint()
 
     # Roles -------------------------------------------------------------------------------
 

@@ -26,6 +26,17 @@ They are the options of Spark's Kafka source and sink, with the same names and m
 - ``kafka.isolation.level``: ``read_uncommitted`` (default) or ``read_committed``, as for a
   Kafka consumer: then reads end at the last stable offset and leave out the records of
   aborted transactions (and of those still open).
+
+Ours, not Spark's (kbroker's end-to-end audit, kbroker/audit/):
+
+- ``auditTopic``: after a task read its whole offset range, it writes how many records it
+  read per topic, partition and window of record timestamps to this topic (its partition 0,
+  in ``__audit``'s format with the range in the key, kbroker/audit/records.py), so
+  ``kbroker audit --tier NAME=bootstrap,topic=<auditTopic>`` compares what Spark read with
+  what the brokers hold. With ``read_committed`` the counts leave out aborted records, as the
+  brokers' do.
+- ``auditWindowMs`` (default 600000): the window length; the brokers' ``audit.window.ms`` or
+  a divisor of the ``--window`` the comparison uses.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kbroker.audit.counter import DEFAULT_WINDOW_MS
 from kbroker.client_core.security import (
     PLAINTEXT,
     SecurityConfig,
@@ -106,6 +118,8 @@ class SourceOptions:
     registry: RegistrySettings | None = None
     value_subject: str | None = None
     reader_schema_id: int | None = None
+    audit_topic: str | None = None
+    audit_window_ms: int = DEFAULT_WINDOW_MS
 
     def matches(self, topic: str) -> bool:
         """Whether a topic (of a Metadata answer) is one this read is about."""
@@ -254,6 +268,13 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     except ValueError as exc:
         raise OptionError("kafkaConsumer.pollTimeoutMs must be milliseconds") from exc
 
+    try:
+        audit_window_ms = int(o.get("auditwindowms", str(DEFAULT_WINDOW_MS)))
+    except ValueError as exc:
+        raise OptionError("auditWindowMs must be milliseconds") from exc
+    if audit_window_ms <= 0:
+        raise OptionError("auditWindowMs must be positive")
+
     value_format = value_format_of(o)
     registry = value_subject = None
     if value_format == "avro":
@@ -281,4 +302,6 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fail_on_data_loss=_bool(o.get("failondataloss", "true"), "failOnDataLoss"),
         poll_timeout_ms=poll_timeout_ms,
         read_committed=isolation == "read_committed",
+        audit_topic=o.get("audittopic", "").strip() or None,
+        audit_window_ms=audit_window_ms,
     )

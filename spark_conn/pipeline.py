@@ -16,6 +16,9 @@ window's end; events older than the watermark are dropped. Each micro-batch's co
   JSON. A replayed micro-batch writes the same keys and values again (the Kafka sink is
   at-least-once), so consumers read the topic as a table keyed by window and page.
 
+With ``audit_topic`` the source also writes how many records it read per topic, partition
+and window of record timestamps there, the Spark tier of ``kbroker audit`` (kbroker/audit/).
+
 Which source offsets each micro-batch covered, and the window state, live in the checkpoint
 (``checkpoint_dir``): stopping the query and starting it again reads only what is new.
 """
@@ -30,6 +33,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from kbroker.audit.counter import DEFAULT_WINDOW_MS
+from spark_conn import FORMAT
 
 EVENT_SCHEMA = StructType(
     [
@@ -56,6 +62,14 @@ class PipelineConfig:
     window: str = "1 minute"
     watermark: str = "30 seconds"
     max_offsets_per_trigger: int | None = None
+    # Where the source writes how many records it read per topic, partition and window, for
+    # `kbroker audit` (the kbroker format's auditTopic option; Spark's connector has none).
+    audit_topic: str | None = None
+    audit_window_ms: int = DEFAULT_WINDOW_MS
+
+    def __post_init__(self) -> None:
+        if self.audit_topic is not None and self.source_format != FORMAT:
+            raise ValueError(f"audit_topic needs the {FORMAT} source, not {self.source_format}")
 
 
 def page_views(spark: SparkSession, config: PipelineConfig) -> DataFrame:
@@ -68,6 +82,10 @@ def page_views(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     )
     if config.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
+    if config.audit_topic is not None:
+        reader = reader.option("auditTopic", config.audit_topic).option(
+            "auditWindowMs", str(config.audit_window_ms)
+        )
     events = reader.load().select(
         F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("event")
     )

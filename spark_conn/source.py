@@ -6,9 +6,10 @@ column is a struct decoded through the schema registry, spark_conn/avro_columns.
 happens on the driver: one input partition per topic partition, holding the half-open offset
 range [start, end) it reads. Each task reads its range through ``kbroker.data_client`` and
 stops exactly at the end offset, so a micro-batch replayed after a crash reads exactly the same
-records again. The streaming reader's offsets (the JSON of ``spark_conn.offsets``) are what
-Spark writes to the checkpoint's ``offsets/`` log before a micro-batch runs and marks done in
-``commits/`` after it, which is how a restarted query continues where it stopped.
+records again (and, with ``auditTopic``, writes the same counts of them). The streaming
+reader's offsets (the JSON of ``spark_conn.offsets``) are what Spark writes to the
+checkpoint's ``offsets/`` log before a micro-batch runs and marks done in ``commits/`` after
+it, which is how a restarted query continues where it stopped.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kbroker.audit.counter import WindowCount, window_start
+from kbroker.audit.records import WindowKey, encode_range_key, encode_value
 from kbroker.data_client import (
     EARLIEST,
     READ_COMMITTED,
@@ -49,6 +52,7 @@ from spark_conn.avro_columns import AvroDecoder, RegistryLookup
 from spark_conn.offsets import DataLossError, OffsetReader, Offsets, from_json, rate_limit, to_json
 from spark_conn.options import SourceOptions
 from wire.errors import ErrorCode, KafkaError
+from wire.records.record import Record
 
 SOURCE_SCHEMA = StructType(
     [
@@ -127,45 +131,87 @@ def _row(
 
 
 def read_range(options: SourceOptions, rng: OffsetRange) -> Iterator[tuple[Any, ...]]:
-    """The rows of one offset range, in offset order. Records deleted from the log are a
-    DataLossError unless failOnDataLoss=false, which skips them."""
-    tp = (rng.topic, rng.partition)
-    offset = rng.start
-    timeout = options.poll_timeout_ms / 1000
-    isolation = READ_COMMITTED if options.read_committed else READ_UNCOMMITTED
+    """The rows of one range, in offset order. With ``auditTopic``, once the whole range was
+    read, the counts of its records per window go to that topic (``RangeCounts``)."""
     decoder = decoder_for(options)
     with DataClient(
         options.bootstrap, client_id="kbroker-spark-reader", security=options.security
     ) as client:
-        deadline = time.monotonic() + timeout
-        while offset < rng.end:
-            try:
-                result = client.fetch(
-                    tp, offset, max_wait_ms=_FETCH_WAIT_MS, isolation_level=isolation
-                )
-            except KafkaError as exc:
-                if exc.code != ErrorCode.OFFSET_OUT_OF_RANGE:
-                    raise
-                earliest = client.list_offsets([tp], EARLIEST)[tp]
-                if options.fail_on_data_loss or earliest <= offset:
-                    raise DataLossError(
-                        f"{rng.topic}-{rng.partition}: offset {offset} is no longer in the log "
-                        f"(it starts at {earliest}); set failOnDataLoss=false to skip"
-                    ) from exc
-                offset = earliest
-                continue
-            for record in result.records:
-                if record.offset >= rng.end:
-                    return
-                yield _row(rng.topic, rng.partition, record, options.include_headers, decoder)
-            if result.next_offset > offset:
-                offset = result.next_offset
-                deadline = time.monotonic() + timeout
-            elif time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"{rng.topic}-{rng.partition}: no records at offset {offset} within "
-                    f"{options.poll_timeout_ms} ms though the range ends at {rng.end}"
-                )
+        counts = None if options.audit_topic is None else RangeCounts(options.audit_window_ms)
+        for record in _range_records(options, rng, client):
+            if counts is not None:
+                counts.add(record.offset, record.timestamp)
+            yield _row(rng.topic, rng.partition, record, options.include_headers, decoder)
+        if options.audit_topic is not None and counts is not None:
+            records = counts.records(rng.topic, rng.partition, rng.start, rng.end)
+            if records:
+                client.produce((options.audit_topic, 0), records)
+
+
+def _range_records(
+    options: SourceOptions, rng: OffsetRange, client: DataClient
+) -> Iterator[FetchedRecord]:
+    """The records of one range. Records deleted from the log are a DataLossError unless
+    failOnDataLoss=false, which skips them."""
+    tp = (rng.topic, rng.partition)
+    offset = rng.start
+    timeout = options.poll_timeout_ms / 1000
+    isolation = READ_COMMITTED if options.read_committed else READ_UNCOMMITTED
+    deadline = time.monotonic() + timeout
+    while offset < rng.end:
+        try:
+            result = client.fetch(tp, offset, max_wait_ms=_FETCH_WAIT_MS, isolation_level=isolation)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                raise
+            earliest = client.list_offsets([tp], EARLIEST)[tp]
+            if options.fail_on_data_loss or earliest <= offset:
+                raise DataLossError(
+                    f"{rng.topic}-{rng.partition}: offset {offset} is no longer in the log "
+                    f"(it starts at {earliest}); set failOnDataLoss=false to skip"
+                ) from exc
+            offset = earliest
+            continue
+        for record in result.records:
+            if record.offset >= rng.end:
+                return
+            yield record
+        if result.next_offset > offset:
+            offset = result.next_offset
+            deadline = time.monotonic() + timeout
+        elif time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{rng.topic}-{rng.partition}: no records at offset {offset} within "
+                f"{options.poll_timeout_ms} ms though the range ends at {rng.end}"
+            )
+
+
+class RangeCounts:
+    """The records one task read of its range, per window of record timestamps (the shape of
+    the brokers' ``__audit`` counts, kbroker/audit/records.py)."""
+
+    def __init__(self, window_ms: int) -> None:
+        self._window_ms = window_ms
+        self._windows: dict[int, WindowCount] = {}
+
+    def add(self, offset: int, timestamp: int) -> None:
+        window = window_start(timestamp, self._window_ms)
+        one = WindowCount(1, offset, offset)
+        known = self._windows.get(window)
+        self._windows[window] = one if known is None else known.plus(one)
+
+    def records(self, topic: str, partition: int, start: int, end: int) -> list[Record]:
+        """One record per window, keyed by window and range [start, end): a task that reads
+        the range again writes the same keys and values."""
+        return [
+            Record(
+                0,
+                -1,
+                encode_range_key(WindowKey(topic, partition, window), start, end),
+                encode_value(count, self._window_ms),
+            )
+            for window, count in sorted(self._windows.items())
+        ]
 
 
 def _ranges(start: Offsets, end: Offsets) -> list[OffsetRange]:

@@ -78,3 +78,31 @@ def compare(tiers: Sequence[tuple[str, TierCounts]], topics: set[str]) -> list[W
             status = MATCH
         rows.append(WindowRow(key, found, status))
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class TierProblems:
+    """One tier's bad windows of one topic."""
+
+    # Windows another tier has and this one lacks.
+    missing: int = 0
+    # Windows this tier counts differently from the first tier (the reference: the source).
+    mismatched: int = 0
+
+
+def tier_problems(
+    rows: Sequence[WindowRow], tiers: Sequence[str], topics: Sequence[str]
+) -> dict[tuple[str, str], TierProblems]:
+    """Per (topic, tier), every pair present even at zero, so that an alert on a tier's
+    missing windows sees a zero, not an absent series, once the tier caught up."""
+    missing = {(topic, tier): 0 for topic in topics for tier in tiers}
+    mismatched = dict(missing)
+    for row in rows:
+        reference = row.counts[0][1]
+        for tier, count in row.counts:
+            pair = (row.key.topic, tier)
+            if count is None:
+                missing[pair] += 1
+            elif reference is not None and count != reference:
+                mismatched[pair] += 1
+    return {pair: TierProblems(missing[pair], mismatched[pair]) for pair in missing}

@@ -1,5 +1,8 @@
-"""``kbroker mirrors create|list|describe|pause|resume|promote``: mirror topics that follow the
-topics of another Kafka-compatible cluster, at the same offsets (kbroker/mirror/).
+"""``kbroker mirrors create|list|describe|pause|resume|promote|throttle|delete-link``: mirror
+topics that follow the topics of another Kafka-compatible cluster, at the same offsets
+(kbroker/mirror/). A link created with ``--topic-regex`` also mirrors the matching source
+topics created later; ``throttle`` caps a link's fetch rate; ``delete-link`` forgets a link
+(its mirror topics stay).
 
 ``--bootstrap-server`` and ``--command-config`` name the destination cluster (the one that
 mirrors); ``--source-bootstrap`` and ``--source-config`` the source. ``promote`` is the
@@ -16,8 +19,11 @@ from typing import Any
 
 from kbroker.cli.ops.admin import parse_bootstrap
 from kbroker.cli.ops.mirror import (
+    alter_link,
     create_mirrors,
+    delete_link,
     describe_lag,
+    link_records,
     list_links,
     selected,
     set_state,
@@ -26,6 +32,7 @@ from kbroker.cli.ops.output import EXIT_OK, add_common_options, emit_json, run_c
 from kbroker.client import KafkaClient
 from kbroker.client_core.security import security_config
 from kbroker.config import load_properties
+from kbroker.mirror.link_configs import FETCH_RATE
 from kbroker.mirror.topic_configs import ACTIVE, DEFAULT_LINK, PAUSED, PROMOTED
 
 
@@ -55,6 +62,7 @@ async def _create(args: argparse.Namespace, client: KafkaClient) -> int:
             pattern=args.topic_regex,
             replication_factor=args.replication_factor,
             group_filter=args.group_filter,
+            fetch_rate=args.fetch_max_bytes_per_second,
         )
     if args.json:
         emit_json([dataclasses.asdict(c) for c in created])
@@ -66,13 +74,52 @@ async def _create(args: argparse.Namespace, client: KafkaClient) -> int:
 
 async def _list(args: argparse.Namespace, client: KafkaClient) -> int:
     found = await list_links(client)
+    links = await link_records(client)
     if args.json:
-        emit_json([dataclasses.asdict(f) for f in found])
+        emit_json(
+            {
+                "links": [dataclasses.asdict(link) for link in links],
+                "topics": [dataclasses.asdict(f) for f in found],
+            }
+        )
         return EXIT_OK
+    link_rows = [
+        (
+            k.link,
+            k.source_bootstrap,
+            k.topic_regex or "(named topics)",
+            k.configs.get(FETCH_RATE, "none"),
+        )
+        for k in links
+    ]
+    print(table(("LINK", "SOURCE", "FOLLOWS", "FETCH CAP (B/s)"), link_rows))
+    print()
     rows = [
         (f.topic, f.link, f.state, f.source_bootstrap, f.source_topic, f.partitions) for f in found
     ]
     print(table(("TOPIC", "LINK", "STATE", "SOURCE", "SOURCE TOPIC", "PARTITIONS"), rows))
+    return EXIT_OK
+
+
+async def _throttle(args: argparse.Namespace, client: KafkaClient) -> int:
+    rate = args.fetch_max_bytes_per_second
+    if rate > 0:
+        await alter_link(client, args.link, {FETCH_RATE: str(rate)}, [])
+    else:
+        await alter_link(client, args.link, {}, [FETCH_RATE])
+    if args.json:
+        emit_json({"link": args.link, FETCH_RATE: rate or None})
+    else:
+        print(f"{args.link}: " + (f"fetches capped at {rate} B/s" if rate else "no fetch cap"))
+    return EXIT_OK
+
+
+async def _delete_link(args: argparse.Namespace, client: KafkaClient) -> int:
+    await delete_link(client, args.link)
+    if args.json:
+        emit_json({"deleted": args.link})
+    else:
+        print(f"deleted mirror link {args.link} (its mirror topics stay)")
     return EXIT_OK
 
 
@@ -138,7 +185,11 @@ def register(sub: Any) -> None:
     )
     which = create.add_mutually_exclusive_group(required=True)
     which.add_argument("--topic", action="append", default=[], help="a source topic (repeatable)")
-    which.add_argument("--topic-regex", metavar="REGEX", help="every source topic it matches")
+    which.add_argument(
+        "--topic-regex",
+        metavar="REGEX",
+        help="every source topic it matches (whole names), now and created later",
+    )
     create.add_argument("--link", default=DEFAULT_LINK, help=f"link name (default {DEFAULT_LINK})")
     create.add_argument(
         "--replication-factor", type=int, default=-1, help="default: the broker's default"
@@ -147,6 +198,12 @@ def register(sub: Any) -> None:
         "--group-filter",
         metavar="REGEX",
         help="copy the committed offsets of the source's groups this matches (whole ids)",
+    )
+    create.add_argument(
+        "--fetch-max-bytes-per-second",
+        type=int,
+        metavar="N",
+        help="cap the link's fetch rate on each broker (default: no cap)",
     )
     create.set_defaults(func=run_command(_create))
 
@@ -161,6 +218,21 @@ def register(sub: Any) -> None:
         "--source-config", metavar="FILE", help="client properties for the source connection"
     )
     describe.set_defaults(func=run_command(_describe))
+
+    throttle = actions.add_parser(
+        "throttle", help="cap a link's fetch rate on each broker (0: no cap); applies at once"
+    )
+    add_common_options(throttle)
+    throttle.add_argument("--link", required=True)
+    throttle.add_argument("--fetch-max-bytes-per-second", type=int, required=True, metavar="N")
+    throttle.set_defaults(func=run_command(_throttle))
+
+    deleting = actions.add_parser(
+        "delete-link", help="forget a link: no new source topic is mirrored, its topics stay"
+    )
+    add_common_options(deleting)
+    deleting.add_argument("--link", required=True)
+    deleting.set_defaults(func=run_command(_delete_link))
 
     for action, state, text in (
         ("pause", PAUSED, "stop following (the topic stays read-only)"),

@@ -8,7 +8,8 @@ refused with INVALID_REQUEST, as Kafka does.
 Authorization (kbroker/authorization.py), as Kafka's, before anything else about the topic
 (so that a refusal tells nothing about its existence): creating needs CREATE on the cluster
 or the topic, deleting DELETE on the topic, adding partitions ALTER on the topic; a topic
-refused is TOPIC_AUTHORIZATION_FAILED.
+refused is TOPIC_AUTHORIZATION_FAILED. A mirror topic (``kbroker.mirror.*`` configs) also
+needs ALTER on the cluster (kbroker/mirror/access.py).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kbroker.authorization import authorize
-from kbroker.config import describe_topic_configs
+from kbroker.config import describe_topic_configs, validate_topic_configs
 from kbroker.dynamic_config import stored_dynamic_configs
 from kbroker.handlers.throttling import MutationQuota
+from kbroker.mirror.access import changes_link, check_link_access
+from kbroker.mirror.secrets import encode_secrets, encoder_from
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode, KafkaError
 from wire.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
@@ -70,12 +73,18 @@ async def _create_topic(broker: Broker, topic: CreatableTopic, validate_only: bo
     configs = {c.name: c.value for c in topic.configs}
     if any(value is None for value in configs.values()):
         raise KafkaError(ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs")
+    stored = {k: v for k, v in configs.items() if v is not None}
+    if changes_link({}, stored):
+        check_link_access(broker, f"mirror topic {topic.name}")
+        # Checked in clear, then stored with its secrets encrypted.
+        validate_topic_configs(stored)
+        stored = encode_secrets(stored, {}, encoder_from(broker.config.get))
     return await broker.metadata.create_topic(
         topic.name,
         topic.num_partitions,
         topic.replication_factor,
         assignments=assignments or None,
-        configs={k: v for k, v in configs.items() if v is not None},
+        configs=stored,
         validate_only=validate_only,
     )
 

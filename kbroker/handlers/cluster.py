@@ -122,4 +122,12 @@ async def handle_describe_log_dirs(
             result.total_bytes, result.usable_bytes = space
         result.is_cordoned = directory in broker.logs.cordoned
         results.append(result)
+    # A directory whose writes failed (KIP-112) is listed as Kafka lists it: its error and
+    # nothing else, until the broker restarts.
+    results.extend(
+        DescribeLogDirsResult(
+            log_dir=os.path.abspath(directory), error_code=ErrorCode.KAFKA_STORAGE_ERROR
+        )
+        for directory in broker.logs.offline_dirs
+    )
     return DescribeLogDirsResponse(results=results)

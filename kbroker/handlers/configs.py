@@ -1,5 +1,5 @@
 """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for TOPIC, BROKER, CLIENT_METRICS
-and GROUP resources.
+and GROUP resources, and kbroker's mirror links (kbroker/mirror/link_configs.py).
 
 Resource types (ConfigResource.Type): TOPIC = 2, BROKER = 4, CLIENT_METRICS = 16 (KIP-714
 telemetry subscriptions, kbroker/telemetry/subscriptions.py), GROUP = 32 (a group's own
@@ -16,7 +16,8 @@ INVALID_REQUEST, as Kafka answers them. ``validate_only`` checks without changin
 Authorization (kbroker/authorization.py), as Kafka's: describing needs DESCRIBE_CONFIGS and
 altering ALTER_CONFIGS, on the topic (else TOPIC_AUTHORIZATION_FAILED), on the group (else
 GROUP_AUTHORIZATION_FAILED) or, for a broker, on the cluster (else
-CLUSTER_AUTHORIZATION_FAILED), as for client metrics.
+CLUSTER_AUTHORIZATION_FAILED), as for client metrics. A change of a topic's mirror configs
+and of a mirror link also needs ALTER on the cluster (kbroker/mirror/access.py).
 
 Client-metrics subscriptions answer as Kafka 4.3 does: any non-empty name describes (with
 the defaults when it has no config), deleting all its configs (or an AlterConfigs with
@@ -48,6 +49,10 @@ from kbroker.config import (
 from kbroker.config_defs import BROKER_DEFS, TOPIC_DEFS, ConfigSource, ConfigType
 from kbroker.dynamic_config import configuration_with, stored_dynamic_configs
 from kbroker.group import group_configs
+from kbroker.mirror import link_configs
+from kbroker.mirror.access import changes_link, check_link_access
+from kbroker.mirror.link_configs import MIRROR_LINK_RESOURCE
+from kbroker.mirror.secrets import encode_secrets, encoder_from
 from kbroker.mirror.topic_configs import check_mirror_change, is_mirror_config
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kbroker.telemetry import subscriptions
@@ -134,6 +139,13 @@ def _check_access(broker: Broker, operation: AclOperation, resource_type: int, n
     elif resource_type in (BROKER, CLIENT_METRICS):
         if not authorize(broker, operation, ResourceType.CLUSTER, CLUSTER_NAME):
             raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
+    elif resource_type == MIRROR_LINK_RESOURCE:
+        # Changing a link takes ALTER on the cluster (kbroker/mirror/access.py), describing
+        # one DESCRIBE_CONFIGS there.
+        if operation is AclOperation.ALTER_CONFIGS:
+            check_link_access(broker, f"mirror link {name}")
+        elif not authorize(broker, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
 
 
 def _describe_entries(broker: Broker, resource: DescribeConfigsResource) -> list[ConfigEntry]:
@@ -165,6 +177,9 @@ def _describe_entries(broker: Broker, resource: DescribeConfigsResource) -> list
             broker.config.get,
             lambda name: broker_synonyms(name, broker.config, dynamic),
         )
+    if resource.resource_type == MIRROR_LINK_RESOURCE:
+        link_configs.check_link_name(resource.resource_name)
+        return link_configs.describe(broker.metadata.mirror_links().get(resource.resource_name, {}))
     raise _unsupported_type(resource.resource_type)
 
 
@@ -235,8 +250,11 @@ async def _replace_configs(
         current = _existing_topic(broker, name)
         validate_topic_configs(configs)
         check_mirror_change(name, current, configs)
+        if changes_link(current, configs):
+            check_link_access(broker, f"topic {name}")
+        stored = encode_secrets(_non_null(configs), current, encoder_from(broker.config.get))
         if not validate_only:
-            await broker.metadata.set_topic_configs(name, _non_null(configs))
+            await broker.metadata.set_topic_configs(name, stored)
         return
     if resource_type == BROKER:
         _check_broker_name(broker, name)
@@ -251,7 +269,23 @@ async def _replace_configs(
     if resource_type == GROUP:
         await _set_group_configs(broker, name, configs, validate_only)
         return
+    if resource_type == MIRROR_LINK_RESOURCE:
+        await _set_mirror_link(broker, name, configs, validate_only)
+        return
     raise _unsupported_type(resource_type)
+
+
+async def _set_mirror_link(
+    broker: Broker, name: str, configs: Mapping[str, str | None], validate_only: bool
+) -> None:
+    link_configs.check_link_name(name)
+    stored = encode_secrets(
+        link_configs.validate_link_configs(configs),
+        broker.metadata.mirror_links().get(name, {}),
+        encoder_from(broker.config.get),
+    )
+    if not validate_only:
+        await broker.metadata.set_mirror_link(name, stored)
 
 
 async def _set_group_configs(
@@ -433,8 +467,11 @@ async def _alter_incrementally(
         )
         validate_topic_configs(updated)
         check_mirror_change(name, current, updated)
+        if changes_link(current, updated):
+            check_link_access(broker, f"topic {name}")
+        stored = encode_secrets(updated, current, encoder_from(broker.config.get))
         if not validate_only:
-            await broker.metadata.set_topic_configs(name, updated)
+            await broker.metadata.set_topic_configs(name, stored)
         return
     if resource_type == BROKER:
         _check_broker_name(broker, name)
@@ -461,6 +498,10 @@ async def _alter_incrementally(
     if resource_type == GROUP:
         current = broker.metadata.group_configs().get(name, {})
         await _set_group_configs(broker, name, _set_or_delete(current, ops), validate_only)
+        return
+    if resource_type == MIRROR_LINK_RESOURCE:
+        current = broker.metadata.mirror_links().get(name, {})
+        await _set_mirror_link(broker, name, _set_or_delete(current, ops), validate_only)
         return
     raise _unsupported_type(resource_type)
 

@@ -17,9 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kbroker.authorization import authorize, authorized_operations, describable_topics
-from kbroker.group.consumer_group import Assignment
 from kbroker.group.consumer_heartbeat import owned_assignment
 from kbroker.group.events import ConsumerHeartbeat
+from kbroker.handlers.group_assignments import (
+    Assignment,
+    described_assignment,
+    heartbeat_assignment,
+)
 from kbroker.security.acls import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType
 from kbroker.server.connection import CLIENT_HOST
 from wire.errors import ErrorCode
@@ -99,30 +103,14 @@ async def handle_consumer_group_heartbeat(
         member_id=result.member_id,
         member_epoch=result.member_epoch,
         heartbeat_interval_ms=result.heartbeat_interval_ms,
-        assignment=None
-        if result.assignment is None
-        else HeartbeatAssignment(
-            topic_partitions=[
-                HeartbeatTopicPartitions(topic_id=t, partitions=sorted(p))
-                for t, p in sorted(result.assignment.items(), key=lambda item: item[0].bytes)
-                if p
-            ]
+        assignment=heartbeat_assignment(
+            result.assignment, HeartbeatAssignment, HeartbeatTopicPartitions
         ),
     )
 
 
 def _described(broker: Broker, assignment: Assignment) -> DescribedAssignment:
-    partitions = []
-    for topic_id, indexes in sorted(assignment.items(), key=lambda item: item[0].bytes):
-        info = broker.metadata.topic_by_id(topic_id)
-        partitions.append(
-            TopicPartitions(
-                topic_id=topic_id,
-                topic_name=info.name if info is not None else "",
-                partitions=sorted(indexes),
-            )
-        )
-    return DescribedAssignment(topic_partitions=partitions)
+    return described_assignment(broker, assignment, DescribedAssignment, TopicPartitions)
 
 
 async def handle_consumer_group_describe(
@@ -155,8 +143,12 @@ async def handle_consumer_group_describe(
                         client_host=m.client_host,
                         subscribed_topic_names=sorted(m.subscribed_topic_names),
                         subscribed_topic_regex=m.subscribed_topic_regex,
-                        assignment=_described(broker, m.assigned),
-                        target_assignment=_described(broker, target),
+                        assignment=described_assignment(
+                            broker, m.assigned, DescribedAssignment, TopicPartitions
+                        ),
+                        target_assignment=described_assignment(
+                            broker, target, DescribedAssignment, TopicPartitions
+                        ),
                         member_type=(
                             MEMBER_TYPE_CLASSIC if m.classic is not None else MEMBER_TYPE_CONSUMER
                         ),

@@ -50,7 +50,8 @@ def topic_metadata(topic: TopicInfo, live: frozenset[int]) -> MetadataResponseTo
     not moved its leaderships or shrunk the ISRs yet). Kafka's brokers never show that:
     their controller sends the broker list and the states in one UpdateMetadata. So a
     leader that is not live is answered as LEADER_NOT_AVAILABLE (as Kafka's metadata cache
-    does) and the ISR keeps only live brokers.
+    does) and the ISR keeps only live brokers. Offline replicas are those of brokers not
+    live and those in a failed log directory of a live broker (KIP-112).
     """
     partitions = []
     for p in topic.partitions:
@@ -64,7 +65,9 @@ def topic_metadata(topic: TopicInfo, live: frozenset[int]) -> MetadataResponseTo
                 leader_epoch=p.leader_epoch,
                 replica_nodes=list(p.replicas),
                 isr_nodes=list(isr),
-                offline_replicas=[r for r in p.replicas if r not in live],
+                offline_replicas=[
+                    r for r in p.replicas if r not in live or r in p.offline_replicas
+                ],
             )
         )
     return MetadataResponseTopic(

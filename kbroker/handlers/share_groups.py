@@ -13,7 +13,11 @@ from typing import TYPE_CHECKING
 
 from kbroker.authorization import authorize, authorized_operations
 from kbroker.group.events import ShareHeartbeat
-from kbroker.group.share_group import Assignment
+from kbroker.handlers.group_assignments import (
+    Assignment,
+    described_assignment,
+    heartbeat_assignment,
+)
 from kbroker.security.acls import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType
 from kbroker.server.connection import CLIENT_HOST
 from wire.errors import ErrorCode
@@ -66,30 +70,14 @@ async def handle_share_group_heartbeat(
         member_id=result.member_id,
         member_epoch=result.member_epoch,
         heartbeat_interval_ms=result.heartbeat_interval_ms,
-        assignment=None
-        if result.assignment is None
-        else HeartbeatAssignment(
-            topic_partitions=[
-                HeartbeatTopicPartitions(topic_id=t, partitions=sorted(p))
-                for t, p in sorted(result.assignment.items(), key=lambda item: item[0].bytes)
-                if p
-            ]
+        assignment=heartbeat_assignment(
+            result.assignment, HeartbeatAssignment, HeartbeatTopicPartitions
         ),
     )
 
 
 def _described(broker: Broker, assignment: Assignment) -> DescribedAssignment:
-    partitions = []
-    for topic_id, indexes in sorted(assignment.items(), key=lambda item: item[0].bytes):
-        info = broker.metadata.topic_by_id(topic_id)
-        partitions.append(
-            TopicPartitions(
-                topic_id=topic_id,
-                topic_name=info.name if info is not None else "",
-                partitions=sorted(indexes),
-            )
-        )
-    return DescribedAssignment(topic_partitions=partitions)
+    return described_assignment(broker, assignment, DescribedAssignment, TopicPartitions)
 
 
 async def handle_share_group_describe(
@@ -120,7 +108,9 @@ async def handle_share_group_describe(
                         client_id=m.client_id,
                         client_host=m.client_host,
                         subscribed_topic_names=sorted(m.subscribed_topic_names),
-                        assignment=_described(broker, m.assigned),
+                        assignment=described_assignment(
+                            broker, m.assigned, DescribedAssignment, TopicPartitions
+                        ),
                     )
                     for m in found.members
                 ],

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kbroker.authorization import authorize
+from kbroker.mirror.link_configs import MIRROR_LINK_RESOURCE
 from kbroker.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kbroker.server.connection import CLIENT_HOST, CLIENT_PORT, CLIENT_SOFTWARE
 from kbroker.telemetry.manager import ACCEPTED_COMPRESSION_TYPES, ClientInfo
@@ -99,7 +100,9 @@ async def handle_list_config_resources(
         return ListConfigResourcesResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     listable = LISTABLE[min(version, 1)]
     wanted = set(request.resource_types if version >= 1 else ()) or set(listable)
-    if not wanted <= set(listable):
+    # kbroker's mirror links are listed when asked for by their type only, so that an
+    # answer for "every type" stays Kafka's.
+    if not wanted <= {*listable, MIRROR_LINK_RESOURCE}:
         return ListConfigResourcesResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
     # In Kafka's order. GROUP lists the groups that have configs.
     found: list[ConfigResource] = []
@@ -121,5 +124,10 @@ async def handle_list_config_resources(
         found += [
             ConfigResource(resource_name=name, resource_type=TOPIC)
             for name in sorted(broker.metadata.topics())
+        ]
+    if MIRROR_LINK_RESOURCE in wanted:
+        found += [
+            ConfigResource(resource_name=name, resource_type=MIRROR_LINK_RESOURCE)
+            for name in sorted(broker.metadata.mirror_links())
         ]
     return ListConfigResourcesResponse(config_resources=found)

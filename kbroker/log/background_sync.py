@@ -65,6 +65,8 @@ class BackgroundSync:
         self._idle.set()
         # Called on the worker thread with the log directory of a failed job.
         self.on_failure: FailureHandler = _log_failure
+        # The log directories a job failed in (shutdown writes no clean-shutdown marker there).
+        self.failed_dirs: set[Path] = set()
 
     def submit(self, log_dir: Path, job: Job) -> None:
         with self._lock:
@@ -104,6 +106,7 @@ class BackgroundSync:
                 try:
                     job()
                 except OSError as exc:
+                    self.failed_dirs.add(log_dir)
                     self.on_failure(log_dir, exc)
             except Exception:
                 # A bug in a job, or a report that cannot be delivered (the loop closed), must

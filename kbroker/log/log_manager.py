@@ -101,6 +101,10 @@ def write_offset_checkpoint(path: Path, entries: dict[TopicPartition, int]) -> N
     atomic_write(path, format_offset_checkpoint(entries))
 
 
+# A log directory a write failed in, and the error.
+DirFailure = tuple[Path, OSError]
+
+
 class LogManager:
     """Opens, creates, flushes and closes the partition logs of every log directory."""
 
@@ -260,18 +264,25 @@ class LogManager:
             self._logs.pop(tp).abandon()
         return lost
 
-    def flush_due(self) -> None:
+    def flush_due(self) -> list[DirFailure]:
         """Periodic duty: flush the logs whose flush.ms elapsed, unlink `.deleted` files
-        whose delay elapsed, checkpoint moved log start offsets and recovery points."""
-        for plog in self._logs.values():
-            plog.maybe_flush()
-        self._checkpoint_all(only_if_changed=True)
+        whose delay elapsed, checkpoint moved log start offsets and recovery points. The
+        directories a write failed in, with the error: the caller takes them offline
+        (KIP-112), as Kafka does when a flush or a checkpoint fails."""
+        failures: list[DirFailure] = []
+        for plog in list(self._logs.values()):
+            try:
+                plog.maybe_flush()
+            except OSError as exc:
+                failures.append((plog.directory.parent, exc))
+        return failures + self._checkpoint_all(only_if_changed=True)
 
-    def _checkpoint_all(self, *, only_if_changed: bool) -> None:
-        self._checkpoint(LOG_START_CHECKPOINT, "log_start_offset", only_if_changed)
-        self._checkpoint(RECOVERY_POINT_CHECKPOINT, "recovery_point", only_if_changed)
+    def _checkpoint_all(self, *, only_if_changed: bool) -> list[DirFailure]:
+        return self._checkpoint(
+            LOG_START_CHECKPOINT, "log_start_offset", only_if_changed
+        ) + self._checkpoint(RECOVERY_POINT_CHECKPOINT, "recovery_point", only_if_changed)
 
-    def _checkpoint(self, name: str, attribute: str, only_if_changed: bool) -> None:
+    def _checkpoint(self, name: str, attribute: str, only_if_changed: bool) -> list[DirFailure]:
         value = attrgetter(attribute)
         per_dir: dict[Path, dict[TopicPartition, int]]
         if len(self._dirs) == 1:
@@ -284,11 +295,17 @@ class LogManager:
                 parent = plog.directory.parent
                 if parent in per_dir:
                     per_dir[parent][tp] = value(plog)
+        failures: list[DirFailure] = []
         for log_dir, entries in per_dir.items():
             if only_if_changed and self._checkpointed.get((name, log_dir)) == entries:
                 continue
-            self.write_checkpoint(log_dir, name, entries)
+            try:
+                self.write_checkpoint(log_dir, name, entries)
+            except OSError as exc:
+                failures.append((log_dir, exc))
+                continue
             self._checkpointed[(name, log_dir)] = entries
+        return failures
 
     def write_checkpoint(
         self, log_dir: Path, name: str, entries: dict[TopicPartition, int]
@@ -311,10 +328,17 @@ class LogManager:
         with one_sync():
             for plog in self._logs.values():
                 plog.close()
-        self._checkpoint_all(only_if_changed=False)
+        failed = {log_dir for log_dir, _ in self._checkpoint_all(only_if_changed=False)}
         self.syncer.stop()
+        # A write the syncer could not make (a checkpoint, a log's fsync) leaves its
+        # directory's state not durable, as a failed checkpoint here does.
+        failed |= self.syncer.failed_dirs
         self._logs.clear()
         for log_dir in self._dirs:
+            if log_dir in failed:
+                # Its checkpoints are not durable: the next start recovers the directory.
+                log.error("log directory %s: checkpoints not written at shutdown", log_dir)
+                continue
             log_dir.mkdir(parents=True, exist_ok=True)
             atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
         self._release_locks()

@@ -44,6 +44,7 @@ from kbroker.mirror.partition_core import (
     Truncate,
     check_divergence,
 )
+from kbroker.mirror.throttle import LinkThrottle
 from kbroker.mirror.topic_configs import COPIED_CONFIGS, MirrorSpec
 from kbroker.partition import Partition
 from replication.fetcher import NETWORK_ERRORS, FetchSettings, complete_batches
@@ -166,6 +167,7 @@ class MirrorTopic:
         spec: MirrorSpec,
         settings: FetchSettings,
         backoff: Backoff,
+        throttle: LinkThrottle,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -174,6 +176,8 @@ class MirrorTopic:
         self.spec = spec
         self._settings = settings
         self._backoff = backoff
+        # The link's fetch rate cap on this broker (kbroker/mirror/throttle.py).
+        self._throttle = throttle
         self._clock = clock
         self._cores: dict[int, MirrorPartitionCore] = {}
         self._paused = False
@@ -281,11 +285,19 @@ class MirrorTopic:
         waiting = [
             c.retry_at_ms for c in self._cores.values() if c.state is MirrorState.BACKING_OFF
         ]
-        delay = min([IDLE_SECONDS, *((t - now) / 1000 for t in waiting)])
+        throttled = [self._throttle.delay(self._clock())] if self._throttled() else []
+        delay = min([IDLE_SECONDS, *((t - now) / 1000 for t in waiting), *throttled])
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(delay, 0.001)):
                 await self._wake.wait()
+
+    def _throttled(self) -> bool:
+        """Some partition would fetch but the link's rate cap holds it back."""
+        now = self._now_ms()
+        return self._throttle.delay(self._clock()) > 0 and any(
+            c.wants_fetch(now) for c in self._cores.values()
+        )
 
     def _failed(self, cores: Iterable[int], error: str, *, leader_moved: bool) -> None:
         now = self._now_ms()
@@ -299,6 +311,8 @@ class MirrorTopic:
         now = self._now_ms()
         checks = [i for i, c in self._cores.items() if c.wants_check(now)]
         fetches = [i for i, c in self._cores.items() if c.wants_fetch(now)]
+        if fetches and self._throttle.delay(self._clock()) > 0:
+            fetches = []
         if not checks and not fetches:
             return False
         if now >= self._metadata_due_ms or any(
@@ -501,6 +515,7 @@ class MirrorTopic:
 
     def _fetch_request(self, indexes: list[int]) -> FetchRequest | None:
         wanted: list[FetchPartition] = []
+        max_bytes = self._throttle.fetch_max_bytes(self._settings.max_bytes)
         for index in indexes:
             partition = self._host.leading(self.topic, index)
             if partition is None:
@@ -510,7 +525,7 @@ class MirrorTopic:
                     partition=index,
                     fetch_offset=partition.log.log_end_offset,
                     log_start_offset=-1,
-                    partition_max_bytes=self._settings.partition_max_bytes,
+                    partition_max_bytes=min(self._settings.partition_max_bytes, max_bytes),
                 )
             )
         if not wanted:
@@ -519,7 +534,7 @@ class MirrorTopic:
             replica_id=CONSUMER_REPLICA_ID,
             max_wait_ms=self._settings.max_wait_ms,
             min_bytes=self._settings.min_bytes,
-            max_bytes=self._settings.max_bytes,
+            max_bytes=max_bytes,
             isolation_level=READ_UNCOMMITTED,
             # No fetch session (KIP-227): every request names its partitions.
             session_id=0,
@@ -549,6 +564,7 @@ class MirrorTopic:
                 except OSError as exc:
                     self._host.storage_failed(partition, exc)
                     return
+                self._throttle.record(len(batches), self._clock())
                 offsets, size = self._copied.get(data.partition_index, (0, 0))
                 self._copied[data.partition_index] = (
                     offsets + partition.log.log_end_offset - start,

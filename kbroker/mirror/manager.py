@@ -23,8 +23,12 @@ from controller.interface import TopicInfo
 from kbroker.client import KafkaClient
 from kbroker.metrics import Exposition
 from kbroker.mirror.link import MirrorTopic, PartitionStatus
+from kbroker.mirror.link_configs import fetch_rate
+from kbroker.mirror.link_follower import LinkFollower
 from kbroker.mirror.metrics import expose_mirrors
 from kbroker.mirror.partition_core import Backoff
+from kbroker.mirror.secrets import SecretError, decode_secrets, encoder_from
+from kbroker.mirror.throttle import LinkThrottle
 from kbroker.mirror.topic_configs import ACTIVE, PAUSED, MirrorSpec, mirror_spec, synced_configs
 from kbroker.partition import Partition
 from replication.fetcher import make_settings
@@ -48,6 +52,13 @@ class MirrorManager:
         self._topics: dict[str, MirrorTopic] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # password.encoder.secret is a static config, as in Kafka.
+        self._encoder = encoder_from(broker.config.get)
+        self._links = LinkFollower(broker, self._encoder)
+        # Topics whose secrets do not decode, logged once.
+        self._undecodable: set[str] = set()
+        # Link name -> its fetch rate cap, shared by the link's topics followed here.
+        self._throttles: dict[str, LinkThrottle] = {}
 
     # MirrorHost ------------------------------------------------------------------------
 
@@ -105,8 +116,10 @@ class MirrorManager:
     def start(self) -> None:
         self._broker.metadata.add_listener(self._on_topic_change)
         self._task = asyncio.get_running_loop().create_task(self._run())
+        self._links.start()
 
     async def stop(self) -> None:
+        await self._links.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -145,13 +158,54 @@ class MirrorManager:
         wanted: dict[str, tuple[MirrorSpec, set[int]]] = {}
         for name, indexes in led.items():
             info = self._broker.metadata.topic(name)
-            spec = None if info is None else mirror_spec(name, info.configs)
+            if info is None or mirror_spec(name, info.configs) is None:
+                continue
+            try:
+                spec = mirror_spec(name, decode_secrets(info.configs, self._encoder))
+            except SecretError as exc:
+                if name not in self._undecodable:
+                    self._undecodable.add(name)
+                    log.error("mirror %s: not followed, its source secrets: %s", name, exc)
+                continue
+            self._undecodable.discard(name)
             if spec is not None and spec.following:
                 wanted[name] = (spec, indexes)
         return wanted
 
+    async def _raise_promoted_epochs(self) -> None:
+        """A promoted mirror's partition led here whose log holds a higher leader epoch (the
+        source's) than its own takes an epoch above it, so that local batches never go back
+        in epochs (KIP-101: the epoch history must grow); until then Produce answers
+        NOT_LEADER_OR_FOLLOWER (kbroker/partition.py), which producers retry."""
+        for (topic, index), partition in list(self._broker.partitions.items()):
+            if not partition.is_leader:
+                continue
+            highest = partition.log.latest_epoch()
+            if highest <= partition.leader_epoch:
+                continue
+            info = self._broker.metadata.topic(topic)
+            spec = None if info is None else mirror_spec(topic, info.configs)
+            if spec is None or spec.following:
+                continue
+            epoch = await self._broker.metadata.raise_leader_epoch(
+                topic, index, partition.leader_epoch, highest
+            )
+            log.info(
+                "mirror %s-%d promoted: leader epoch %d -> %s, above the source's %d",
+                topic,
+                index,
+                partition.leader_epoch,
+                epoch,
+                highest,
+            )
+
     async def _reconcile(self) -> None:
+        await self._raise_promoted_epochs()
         wanted = self._wanted()
+        records = self._broker.metadata.mirror_links()
+        for link in {spec.link for spec, _ in wanted.values()}:
+            throttle = self._throttles.setdefault(link, LinkThrottle())
+            throttle.set_rate(fetch_rate(records.get(link, {})))
         for name, mirror in list(self._topics.items()):
             entry = wanted.get(name)
             if entry is None or entry[0].runner_key() != mirror.spec.runner_key():
@@ -167,6 +221,7 @@ class MirrorManager:
                     spec,
                     make_settings(self._broker.config.get),
                     BACKOFF,
+                    self._throttles[spec.link],
                 )
                 self._topics[name] = mirror
                 mirror.start()

@@ -21,7 +21,8 @@ face.
 - ``kbroker.mirror.source.config.<name>``: a Kafka client property for the connection to the
   source (``security.protocol``, ``sasl.jaas.config``, ``ssl.ca.location``, ... as the client
   core reads them, kbroker/client_core/security.py); passwords are sensitive (DescribeConfigs
-  answers null for them, as Kafka does for its password configs).
+  answers null for them, as Kafka does for its password configs), and stored encrypted
+  (kbroker/mirror/secrets.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kbroker.client_core.security import SecurityConfig, SecurityConfigError, security_config
+from kbroker.mirror.secrets import SOURCE_CONFIG, is_sensitive
+from kbroker.mirror.secrets import parse as parse_encoded
 from kbroker.regex import InvalidRegex, Regex
 from wire.errors import ErrorCode, KafkaError
 
@@ -38,7 +41,6 @@ LINK = PREFIX + "link"
 SOURCE_BOOTSTRAP = PREFIX + "source.bootstrap"
 SOURCE_TOPIC = PREFIX + "source.topic"
 STATE = PREFIX + "state"
-SOURCE_CONFIG = PREFIX + "source.config."
 GROUP_FILTER = PREFIX + "group.filter"
 GROUP_SYNC_MS = PREFIX + "group.sync.ms"
 DEFAULT_GROUP_SYNC_MS = 5000
@@ -46,8 +48,6 @@ ACTIVE, PAUSED, PROMOTED = "active", "paused", "promoted"
 STATES = (ACTIVE, PAUSED, PROMOTED)
 DEFAULT_LINK = "default"
 NAMES = (LINK, SOURCE_BOOTSTRAP, SOURCE_TOPIC, STATE, GROUP_FILTER, GROUP_SYNC_MS)
-# Client properties whose values are secrets.
-_SECRET_MARKERS = ("password", "jaas.config", "secret")
 
 
 # The source topic configs a mirror topic takes over, at creation and whenever the link
@@ -113,10 +113,6 @@ def is_mirror_config(name: str) -> bool:
     return name.startswith(PREFIX)
 
 
-def is_sensitive(name: str) -> bool:
-    return name.startswith(SOURCE_CONFIG) and any(m in name for m in _SECRET_MARKERS)
-
-
 def mirror_spec(topic: str, configs: Mapping[str, str]) -> MirrorSpec | None:
     """The mirror link of a topic with these configs; None for an ordinary topic."""
     bootstrap = configs.get(SOURCE_BOOTSTRAP)
@@ -178,7 +174,11 @@ def validate_mirror_config(name: str, value: str) -> None:
 
 def validate_mirror_configs(configs: Mapping[str, str]) -> None:
     """The whole set of a topic's mirror configs: the client properties must make a security
-    setting the client core can use."""
+    setting the client core can use. They are checked in clear, before their secrets are
+    encrypted (kbroker/mirror/secrets.py); with a secret already encrypted they are not
+    checked again."""
+    if any(is_sensitive(n) and parse_encoded(v) is not None for n, v in configs.items()):
+        return
     props = {
         name[len(SOURCE_CONFIG) :]: value
         for name, value in configs.items()

@@ -4,9 +4,10 @@ share partitions the group has state for) and the share persister (that state).
 
 - Describing names each partition's share-partition start offset, the leader epoch of its last
   writer and its lag (KIP-1226: records from the start offset to the partition's end that are
-  not yet acknowledged or archived; -1 when it cannot be told, e.g. the partition's leader is
-  another broker). A partition without state, or of a topic that does not exist, answers a
-  start offset of -1; a group that does not exist answers no partition, as Kafka 4.3 does.
+  not yet acknowledged or archived; the high watermark comes from the partition's leader,
+  here or another broker: kbroker/share/end_offsets.py; -1 when it cannot be told). A
+  partition without state, or of a topic that does not exist, answers a start offset of -1;
+  a group that does not exist answers no partition, as Kafka 4.3 does.
 - Altering sets the start offsets of an empty (or new) share group: each partition's state is
   initialized again with the next state epoch, which fences its leader's cached state.
 - Deleting removes the state of the group's partitions of the topics named.
@@ -69,6 +70,12 @@ class ShareGroupOffsets:
             if r.partition in initialized.get(r.topic_id, frozenset())
         ]
         summary = await self._broker.share_persister.read_summary(group_id, known) if known else {}
+        high_watermarks = await self._broker.leader_end_offsets.high_watermarks(
+            (r.topic, r.partition)
+            for r in rows
+            if isinstance(state := summary.get((r.topic_id, r.partition)), SharePartitionState)
+            and state.start_offset >= 0
+        )
         out = []
         for row in sorted(rows, key=lambda r: (r.topic, r.partition)):
             found = summary.get((row.topic_id, row.partition))
@@ -80,7 +87,7 @@ class ShareGroupOffsets:
                         row.partition,
                         found.start_offset,
                         found.leader_epoch,
-                        self._lag(row.topic, row.partition, found),
+                        _lag(high_watermarks.get((row.topic, row.partition)), found),
                     )
                 )
             elif isinstance(found, ErrorCode) and found != ErrorCode.NONE:
@@ -88,12 +95,6 @@ class ShareGroupOffsets:
             else:
                 out.append(ShareOffset(row.topic, row.topic_id, row.partition, leader_epoch=0))
         return None, out
-
-    def _lag(self, topic: str, partition: int, state: SharePartitionState) -> int:
-        local = self._broker.partition(topic, partition)
-        if local is None or not local.is_leader or state.delivery_complete_count < 0:
-            return -1
-        return max(local.high_watermark - state.start_offset - state.delivery_complete_count, 0)
 
     async def alter(
         self, group_id: str, wanted: Sequence[tuple[str, int, int]]
@@ -175,3 +176,9 @@ class ShareGroupOffsets:
         result = await self._broker.group_coordinator.change_share_partitions(group_id, [], removed)
         self._broker.share_partitions.forget_group(group_id)
         return (None if result.error == ErrorCode.NONE else result), rows
+
+
+def _lag(high_watermark: int | None, state: SharePartitionState) -> int:
+    if high_watermark is None or state.delivery_complete_count < 0:
+        return -1
+    return max(high_watermark - state.start_offset - state.delivery_complete_count, 0)

@@ -6,17 +6,25 @@ import argparse
 
 import pytest
 
-from kbroker.cli.audit import parse_duration_ms, parse_tier
+from kbroker.cli.audit import Tier, parse_duration_ms, parse_tier
 
 
-def test_tiers_take_several_brokers_and_an_optional_command_config() -> None:
-    assert parse_tier("src=a:9092,b:9093") == ("src", "a:9092,b:9093", None)
-    assert parse_tier("dst=a:9092,/etc/client.properties") == (
-        "dst",
-        "a:9092",
-        "/etc/client.properties",
+def test_tiers_take_several_brokers_an_optional_command_config_and_topic() -> None:
+    assert parse_tier("src=a:9092,b:9093") == Tier("src", "a:9092,b:9093", None, "__audit")
+    assert parse_tier("dst=a:9092,/etc/client.properties") == Tier(
+        "dst", "a:9092", "/etc/client.properties"
     )
-    for bad in ("a:9092", "x=", "x=only.properties"):
+    assert parse_tier("spark=a:9092,topic=spark-reads,/etc/c.properties") == Tier(
+        "spark", "a:9092", "/etc/c.properties", "spark-reads"
+    )
+    for bad in (
+        "a:9092",
+        "x=",
+        "x=only.properties",
+        "x=topic=t",
+        "x=a:1,topic=",
+        "x=a:1,topic=a,topic=b",
+    ):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_tier(bad)
 

@@ -15,7 +15,15 @@ from kbroker.audit.compare import (
     rewindow,
 )
 from kbroker.audit.counter import WindowCount
-from kbroker.audit.records import WindowKey, decode_key, decode_value, encode_key, encode_value
+from kbroker.audit.records import (
+    WindowKey,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_range_key,
+    encode_value,
+    sum_by_window,
+)
 
 
 def key(window: int, topic: str = "t", partition: int = 0) -> WindowKey:
@@ -68,3 +76,24 @@ def test_audit_records_round_trip() -> None:
         WindowCount(7, 10, 20),
         600000,
     )
+
+
+def test_a_readers_offset_ranges_add_up_per_window() -> None:
+    window = WindowKey("t", 1, 600000)
+    first = encode_range_key(window, 0, 10)
+    second = encode_range_key(window, 10, 25)
+    assert first == b"t/1/600000/0-10"
+    assert decode_key(first) == window
+    other = WindowKey("t", 1, 1200000)
+    assert sum_by_window(
+        {
+            first: WindowCount(10, 0, 9),
+            second: WindowCount(4, 10, 13),
+            encode_range_key(other, 10, 25): WindowCount(11, 14, 24),
+            encode_key(WindowKey("u", 0, 0)): WindowCount(2, 5, 6),
+        }
+    ) == {
+        window: WindowCount(14, 0, 13),
+        other: WindowCount(11, 14, 24),
+        WindowKey("u", 0, 0): WindowCount(2, 5, 6),
+    }

@@ -45,6 +45,20 @@ def test_an_acknowledged_value_at_another_offset_moved() -> None:
     assert report.vanished == ["v1@0:1"]
 
 
+def test_an_ack_without_offset_needs_the_value_once_in_its_partition() -> None:
+    # librdkafka's implicit ack (seed 11 of the overlapping runs): v1 delivered, no offset.
+    implicit = [[100.2, 0, 0, "v0"], [101.5, 0, None, "v1"], [102.5, 1, 0, "v2"]]
+    report = check(history(acked=implicit))
+    assert report.safe and report.acked_without_offset == 1
+    missing = check(history(acked=implicit, final={"0": [[0, "v0"]], "1": [[0, "v2"]]}, seen=[]))
+    assert missing.lost == ["v1@0:None"]
+    elsewhere = {"0": [[0, "v0"]], "1": [[0, "v2"], [1, "v1"]]}
+    moved = check(history(acked=implicit, final=elsewhere, seen=[]))
+    assert moved.offset_changed == ["v1@0:None now [(1, 1)]"]
+    twice = {"0": [[0, "v0"], [1, "v1"], [2, "v1"]], "1": [[0, "v2"]]}
+    assert check(history(acked=implicit, final=twice)).duplicates == ["v1"]
+
+
 def test_a_value_read_that_is_gone_at_the_end_vanished() -> None:
     seen = [[100.3, 0, 0, "v0"], [100.4, 0, 1, "unacked"]]
     report = check(history(acked=[[100.2, 0, 0, "v0"]], seen=seen, final={"0": [[0, "v0"]]}))

@@ -99,6 +99,8 @@ class BackgroundProducer:
     cluster: LocalCluster
     topic: str
     acked: list[tuple[int, int]] = field(default_factory=list)
+    # The partition of each acknowledged value (the topic may have several).
+    partition_of: dict[int, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -123,7 +125,9 @@ class BackgroundProducer:
             if err is not None:
                 self.errors.append(str(err))
             else:
-                self.acked.append((int(msg.value()), msg.offset()))  # type: ignore[attr-defined]
+                value = int(msg.value())  # type: ignore[attr-defined]
+                self.acked.append((value, msg.offset()))  # type: ignore[attr-defined]
+                self.partition_of[value] = msg.partition()  # type: ignore[attr-defined]
 
         i = 0
         while not self._stop.is_set():
@@ -183,14 +187,26 @@ def resume(cluster: LocalCluster, broker_id: int) -> None:
 
 
 def produce_raw(
-    cluster: LocalCluster, broker_id: int, topic: str, acks: int, count: int, value: bytes = b"raw"
+    cluster: LocalCluster,
+    broker_id: int,
+    topic: str,
+    acks: int,
+    count: int,
+    value: bytes = b"raw",
+    partition: int = 0,
 ) -> int:
     """Produce ``count`` records in one batch straight to ``broker_id``; the error code."""
-    return asyncio.run(_produce_raw(cluster, broker_id, topic, acks, count, value))
+    return asyncio.run(_produce_raw(cluster, broker_id, topic, acks, count, value, partition))
 
 
 async def _produce_raw(
-    cluster: LocalCluster, broker_id: int, topic: str, acks: int, count: int, value: bytes
+    cluster: LocalCluster,
+    broker_id: int,
+    topic: str,
+    acks: int,
+    count: int,
+    value: bytes,
+    partition: int,
 ) -> int:
     broker = cluster.brokers[broker_id]
     connection = await BrokerConnection.open((broker.host, broker.port), "cluster-test")
@@ -207,7 +223,8 @@ async def _produce_raw(
             timeout_ms=5000,
             topic_data=[
                 TopicProduceData(
-                    name=topic, partition_data=[PartitionProduceData(index=0, records=batch)]
+                    name=topic,
+                    partition_data=[PartitionProduceData(index=partition, records=batch)],
                 )
             ],
         )

@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from helpers import call, create_topic, full_isr, partition_view, wait_for
 from local_cluster import LocalCluster
 
@@ -26,6 +27,15 @@ from wire.errors import ErrorCode
 from wire.messages import initialize_share_group_state_request as initialize_request
 from wire.messages import read_share_group_state_request as read_request
 from wire.messages import write_share_group_state_request as write_request
+from wire.messages.alter_share_group_offsets_request import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
+from wire.messages.describe_share_group_offsets_request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
 from wire.messages.find_coordinator_request import FindCoordinatorRequest
 from wire.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 
@@ -224,3 +234,63 @@ def test_share_state_survives_the_coordinators_kill_and_a_cluster_kill(
         broker.start(timeout=60)
     cluster.wait_registered()
     assert _read_state(cluster, key, topic_id, None) == EXPECTED
+
+
+LAG_TOPIC = "share-lag"
+LAG_GROUP = "share-lag-group"
+LAG_RECORDS = 5
+
+
+def _group_coordinator(cluster: LocalCluster, group: str) -> int | None:
+    request = FindCoordinatorRequest(key_type=0, coordinator_keys=[group])
+    response = asyncio.run(call(cluster, ApiKey.FIND_COORDINATOR, request, _running(cluster)[0]))
+    found = response.coordinators[0]
+    return found.node_id if found.error_code == ErrorCode.NONE else None
+
+
+def _share_lags(cluster: LocalCluster, coordinator: int) -> list[tuple[int, int, int]] | None:
+    request = DescribeShareGroupOffsetsRequest(
+        groups=[DescribeShareGroupOffsetsRequestGroup(group_id=LAG_GROUP, topics=None)]
+    )
+    response = asyncio.run(call(cluster, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, request, coordinator))
+    (group,) = response.groups
+    if group.error_code != ErrorCode.NONE or not group.topics:
+        return None
+    return sorted(
+        (p.partition_index, p.start_offset, p.lag) for t in group.topics for p in t.partitions
+    )
+
+
+def test_share_group_lag_of_partitions_led_by_other_brokers(cluster: LocalCluster) -> None:
+    """KIP-1226's lag is told for every partition of a share group, the ones whose leader is
+    not the group's coordinator included (asked of their leaders with ListOffsets)."""
+    create_topic(cluster, LAG_TOPIC, partitions=3)
+    views = [wait_for(lambda p=p: full_isr(cluster, LAG_TOPIC, p), 60, "ISR") for p in range(3)]
+    leaders = {view.leader for view in views}
+    coordinator = wait_for(lambda: _group_coordinator(cluster, LAG_GROUP), 60, "coordinator")
+    assert leaders - {coordinator}, "every partition is led by the group's coordinator"
+    alter = AlterShareGroupOffsetsRequest(
+        group_id=LAG_GROUP,
+        topics=[
+            AlterShareGroupOffsetsRequestTopic(
+                topic_name=LAG_TOPIC,
+                partitions=[
+                    AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=0)
+                    for p in range(3)
+                ],
+            )
+        ],
+    )
+    altered = asyncio.run(call(cluster, ApiKey.ALTER_SHARE_GROUP_OFFSETS, alter, coordinator))
+    assert altered.error_code == ErrorCode.NONE
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for p in range(3):
+        for i in range(LAG_RECORDS):
+            producer.produce(LAG_TOPIC, value=f"v{i}".encode(), partition=p)
+    assert producer.flush(60) == 0
+    expected = [(p, 0, LAG_RECORDS) for p in range(3)]
+    wait_for(
+        lambda: _share_lags(cluster, coordinator) == expected or None,
+        60,
+        f"lags {expected} (last {_share_lags(cluster, coordinator)})",
+    )

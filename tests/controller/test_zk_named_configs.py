@@ -73,3 +73,29 @@ async def test_group_configs_live_in_zookeeper_and_reach_every_broker(
         zk.stop()
         await one.stop()
         await two.stop()
+
+
+async def test_mirror_links_live_in_zookeeper_and_reach_every_broker(
+    tmp_path: Path, zookeeper: str
+) -> None:
+    one = _backend(tmp_path, zookeeper, 1)
+    two = _backend(tmp_path, zookeeper, 2)
+    await one.start()
+    await two.start()
+    zk = KazooClient(hosts=zookeeper)
+    zk.start()
+    try:
+        configs = {
+            "kbroker.mirror.source.bootstrap": "src:9092",
+            "kbroker.mirror.topic.regex": "orders-.*",
+        }
+        await one.set_mirror_link("eu", configs)
+        await _until(lambda: two.mirror_links() == {"eu": configs}, 10)
+        data, _ = zk.get("/config/kbroker-mirror-links/eu")
+        assert json.loads(data) == {"version": 1, "config": configs}
+        await two.set_mirror_link("eu", {})
+        await _until(lambda: one.mirror_links() == {}, 10)
+    finally:
+        zk.stop()
+        await one.stop()
+        await two.stop()

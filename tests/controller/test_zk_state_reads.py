@@ -86,3 +86,23 @@ async def test_only_changed_states_are_read_again(
         other.stop()
         other.close()
         await backend.stop()
+
+
+async def test_a_leader_raises_its_own_epoch_conditionally(tmp_path: Path, zookeeper: str) -> None:
+    """A promoted mirror's leader raises its partition's epoch above the source's
+    (kbroker/mirror/manager.py), with the same conditional write as an ISR change."""
+    backend = _backend(tmp_path, zookeeper)
+    await backend.start()
+    try:
+        await backend.register([Endpoint("PLAINTEXT", "127.0.0.1", 9092)])
+        await backend.create_topic("m", 1, 1)
+        await backend.refresh()
+        assert await backend.raise_leader_epoch("m", 0, 0, 5) == 6
+        info = backend.topic("m")
+        assert info is not None and info.partitions[0].leader_epoch == 6
+        assert info.partitions[0].isr == (1,)
+        # No longer at epoch 0: nothing written.
+        assert await backend.raise_leader_epoch("m", 0, 0, 9) is None
+        assert backend.topic("m").partitions[0].leader_epoch == 6  # type: ignore[union-attr]
+    finally:
+        await backend.stop()

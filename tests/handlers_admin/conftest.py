@@ -21,10 +21,12 @@ M = TypeVar("M")
 
 
 class FakeLogs:
-    """What the handlers use of a LogManager: ``dirs``, ``cordoned`` and ``logs()``."""
+    """What the handlers use of a LogManager: ``dirs``, ``offline_dirs``, ``cordoned`` and
+    ``logs()``."""
 
     def __init__(self, dirs: list[Path], cordoned: list[Path]) -> None:
         self.dirs = dirs
+        self.offline_dirs: list[Path] = []
         self.cordoned = frozenset(cordoned)
         self._logs: dict[tuple[str, int], SimpleNamespace] = {}
 

@@ -119,6 +119,23 @@ async def test_describe_log_dirs_filtered(broker: Any) -> None:
     assert _layout(response) == {os.path.abspath(d1): {}, os.path.abspath(d2): {"a": [(1, 200)]}}
 
 
+@pytest.mark.parametrize("version", [0, 4])
+async def test_failed_log_dir_is_listed_with_a_storage_error(broker: Any, version: int) -> None:
+    """As Kafka lists an offline directory (KIP-112): its path and KAFKA_STORAGE_ERROR, no
+    topics, no sizes; the online one as usual."""
+    d1, d2 = broker.config.log_dirs
+    broker.logs.dirs = [d1]
+    broker.logs.offline_dirs = [d2]
+    broker.logs.add("a", 0, d1, 100)
+    response = await describe_dirs(broker, version, None)
+    assert [(r.log_dir, r.error_code) for r in response.results] == [
+        (os.path.abspath(d1), ErrorCode.NONE),
+        (os.path.abspath(d2), ErrorCode.KAFKA_STORAGE_ERROR),
+    ]
+    failed = response.results[1]
+    assert failed.topics == [] and failed.total_bytes == -1 and failed.usable_bytes == -1
+
+
 async def test_unavailable_log_dir(tmp_path: Path) -> None:
     broker = await make_broker(tmp_path)
     gone = tmp_path / "gone"

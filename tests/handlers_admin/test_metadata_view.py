@@ -48,6 +48,15 @@ def test_a_gone_follower_leaves_the_isr_of_the_answer() -> None:
     assert (p.error_code, p.leader_id, p.isr_nodes) == (ErrorCode.NONE, 1, [1, 2])
 
 
+def test_a_replica_in_a_failed_log_dir_of_a_live_broker_is_offline() -> None:
+    # KIP-112: broker 2 lives on, its replica's directory failed (and left the ISR).
+    partition = PartitionInfo(0, 1, 5, replicas=(1, 2, 3), isr=(1, 3), offline_replicas=(2,))
+    (p,) = topic_metadata(
+        TopicInfo("orders", TOPIC_ID, (partition,)), frozenset({1, 2, 3})
+    ).partitions
+    assert (p.leader_id, p.isr_nodes, p.offline_replicas) == (1, [1, 3], [2])
+
+
 def _encoded(answer: MetadataResponseTopic, version: int) -> bytes:
     w = Writer()
     answer.write(w, version)

@@ -48,8 +48,15 @@ def create_topic(bootstrap: str, name: str, partitions: int, replicas: int = 1) 
     admin.create_topics([NewTopic(name, partitions, replicas)])[name].result(timeout=30)
 
 
-def produce_plain(bootstrap: str, topic: str, values: list[str]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+def produce_plain(
+    bootstrap: str, topic: str, values: list[str], batch_size: int | None = None
+) -> None:
+    """``batch_size``: librdkafka's batch.size (its default, 1 MB, packs a burst in one
+    batch)."""
+    config: dict[str, str | int] = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5}
+    if batch_size is not None:
+        config["batch.size"] = batch_size
+    producer = Producer(config)
     for i, value in enumerate(values):
         producer.produce(topic, value=value.encode(), key=b"%d" % i)
     assert producer.flush(30) == 0

@@ -230,3 +230,94 @@ def test_source_mirror_and_group_match_until_records_are_deleted_on_the_mirror(
         assert windows[1]["status"] == "match"
     finally:
         destination.stop()
+
+
+def scrape(address: str) -> set[str]:
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=30) as answer:
+        return set(answer.read().decode().splitlines())
+
+
+def wait_for_samples(address: str, expected: set[str]) -> set[str]:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while True:
+        try:
+            lines = scrape(address)
+        except OSError:
+            lines = set()
+        if expected <= lines:
+            return lines
+        assert time.monotonic() < deadline, f"{expected - lines} not in {sorted(lines)}"
+        time.sleep(0.3)
+
+
+def test_watch_serves_missing_windows_as_gauges_until_the_group_catches_up(
+    source: BrokerProcess,
+) -> None:
+    topic = "watched"
+    create_topic(source.bootstrap, topic, 1)
+    w0 = first_window()
+    produce_at(source.bootstrap, topic, [(0, w0 + i) for i in range(3)] + [(0, w0 + WINDOW_MS)])
+    wait_for_counts(
+        source.bootstrap,
+        topic,
+        {WindowKey(topic, 0, w0): 3, WindowKey(topic, 0, w0 + WINDOW_MS): 1},
+    )
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    group_tier = 'tier="group:readers"'
+    watcher = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "kbroker", "audit", "--bootstrap-server", source.bootstrap),
+            *("--topic", topic, "--group", "readers", "--timeout", "5"),
+            *("--watch", "0.3", "--metrics-port", str(port)),
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        # The group committed nothing: both windows are missing from its tier.
+        lines = wait_for_samples(
+            address,
+            {
+                f'kbroker_audit_missing_windows{{topic="{topic}",{group_tier}}} 2',
+                f'kbroker_audit_missing_windows{{topic="{topic}",tier="cluster"}} 0',
+                f'kbroker_audit_compared_windows{{topic="{topic}"}} 2',
+            },
+        )
+        first_check = next(
+            float(line.split()[1])
+            for line in lines
+            if line.startswith("kbroker_audit_last_check_timestamp_seconds ")
+        )
+        assert abs(first_check - time.time()) < DEADLINE_SECONDS
+
+        consumer = Consumer({"bootstrap.servers": source.bootstrap, "group.id": "readers"})
+        consumer.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+        wait_for_samples(
+            address, {f'kbroker_audit_missing_windows{{topic="{topic}",{group_tier}}} 1'}
+        )
+        consumer.commit(offsets=[TopicPartition(topic, 0, 4)], asynchronous=False)
+        consumer.close()
+        wait_for_samples(
+            address, {f'kbroker_audit_missing_windows{{topic="{topic}",{group_tier}}} 0'}
+        )
+
+        # A tier that cannot be read is counted as a failed check; the service keeps going.
+        source.stop()
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while 'kbroker_audit_checks_total{result="failed"} 0' in scrape(address):
+            assert time.monotonic() < deadline, "no failed check with the tier's broker stopped"
+            time.sleep(0.3)
+        assert watcher.poll() is None
+    finally:
+        watcher.terminate()
+        output, _ = watcher.communicate(timeout=30)
+    # SIGTERM stops the service cleanly.
+    assert watcher.returncode == 0, output
+    assert f"audit metrics on http://{address}/metrics" in output
+    assert "2 windows, 0 matching, 2 missing or mismatched" in output
+    assert "2 windows, 2 matching, 0 missing or mismatched" in output
+    assert "check failed" in output

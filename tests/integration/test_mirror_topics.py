@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import time
 import urllib.request
@@ -43,6 +44,7 @@ from tests.integration.mirror_support import (
     produce_error_message,
     produce_plain,
     produce_transactions,
+    raw_batches,
     wait_caught_up,
 )
 from tests.security.secure_broker import start_secure_broker
@@ -56,7 +58,11 @@ def metrics_of(broker: BrokerProcess) -> str:
 
 @pytest.fixture
 def destination(tmp_path: Path) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(tmp_path / "destination", overrides={"metrics.port": str(free_port())})
+    broker = BrokerProcess(
+        tmp_path / "destination",
+        # The links' secrets are stored encrypted with it (kbroker/mirror/secrets.py).
+        overrides={"metrics.port": str(free_port()), "password.encoder.secret": "mirror-tests"},
+    )
     broker.start()
     try:
         yield broker
@@ -355,7 +361,7 @@ def test_secured_sources_over_sasl_plain_and_mutual_tls(
 ) -> None:
     """The link's client properties (``--source-config``, as Kafka clients read them) reach
     the source through the client core: SASL PLAIN with a JAAS line, and mutual TLS; the
-    JAAS line is kept as a sensitive config."""
+    JAAS line is kept as a sensitive config, stored encrypted."""
     source = start_secure_broker(tmp_path / "secure-source")
     try:
         plain = source.java_settings("sasl_plaintext_plain")
@@ -377,8 +383,23 @@ def test_secured_sources_over_sasl_plain_and_mutual_tls(
                 str(properties),
                 "--topic",
                 topic,
+                "--link",
+                topic,
             )
             assert created.returncode == 0, created.stderr
+        # A link follows one source: another source needs another link name.
+        again = mirrors(
+            "create",
+            "--bootstrap-server",
+            destination.bootstrap,
+            "--source-bootstrap",
+            source.process.bootstrap,
+            "--topic",
+            "via-plain",
+            "--link",
+            "via-mtls",
+        )
+        assert again.returncode != 0 and "link 'via-mtls' follows" in again.stderr
         for topic in ("via-plain", "via-mtls"):
             wait_caught_up(source.process.bootstrap, destination.bootstrap, topic, 1)
             assert_identical(source.process.bootstrap, destination.bootstrap, topic, 1)
@@ -388,6 +409,10 @@ def test_secured_sources_over_sasl_plain_and_mutual_tls(
         jaas = entries["kbroker.mirror.source.config.sasl.jaas.config"]
         assert jaas.is_sensitive and jaas.value is None
         assert entries["kbroker.mirror.source.config.sasl.mechanism"].value == "PLAIN"
+        # Encrypted in the metadata store, topic and link record alike.
+        stored = (tmp_path / "destination" / "logs" / "__kbroker_metadata.json").read_text()
+        assert plain["sasl.jaas.config"] not in stored
+        assert stored.count("encryptedPassword:") == 2
     finally:
         source.process.stop()
 
@@ -450,3 +475,102 @@ def test_link_cut_and_healed_while_mirroring(tmp_path: Path, destination: Broker
     finally:
         source.stop()
         link.close()
+
+
+def test_topic_regex_link_mirrors_source_topics_created_later(
+    tmp_path: Path, kbroker_source: BrokerProcess, destination: BrokerProcess
+) -> None:
+    create_topic(kbroker_source.bootstrap, "orders-eu", 1)
+    client_config = tmp_path / "source.properties"
+    client_config.write_text("metadata.max.age.ms=500\n")
+    created = mirrors(
+        "create",
+        "--bootstrap-server",
+        destination.bootstrap,
+        "--source-bootstrap",
+        kbroker_source.bootstrap,
+        "--source-config",
+        str(client_config),
+        "--topic-regex",
+        "orders-.*",
+        "--link",
+        "orders",
+    )
+    assert created.returncode == 0, created.stderr
+    listed = mirrors("list", "--bootstrap-server", destination.bootstrap, "--json")
+    assert listed.returncode == 0, listed.stderr
+    (link,) = json.loads(listed.stdout)["links"]
+    assert (link["link"], link["topic_regex"]) == ("orders", "orders-.*")
+    # Created at the source after the link: mirrored, with its partition count; a topic the
+    # regex does not match is not.
+    create_topic(kbroker_source.bootstrap, "orders-us", 2)
+    create_topic(kbroker_source.bootstrap, "payments", 1)
+    produce_plain(kbroker_source.bootstrap, "orders-us", [f"us-{i}" for i in range(50)])
+    wait_caught_up(kbroker_source.bootstrap, destination.bootstrap, "orders-us", 2)
+    assert_identical(kbroker_source.bootstrap, destination.bootstrap, "orders-us", 2)
+    # The link is kept in the metadata, not in the CLI: after a restart of the destination
+    # it still follows the regex.
+    destination.restart()
+    create_topic(kbroker_source.bootstrap, "orders-apac", 1)
+    produce_plain(kbroker_source.bootstrap, "orders-apac", ["apac-0", "apac-1"])
+    wait_caught_up(kbroker_source.bootstrap, destination.bootstrap, "orders-apac", 1)
+    topics = AdminClient({"bootstrap.servers": destination.bootstrap}).list_topics(timeout=30)
+    assert {"orders-eu", "orders-us", "orders-apac"} <= set(topics.topics)
+    assert "payments" not in topics.topics
+    listed = mirrors("list", "--bootstrap-server", destination.bootstrap)
+    assert "orders-apac" in listed.stdout and "orders-.*" in listed.stdout
+    deleted = mirrors(
+        "delete-link", "--bootstrap-server", destination.bootstrap, "--link", "orders"
+    )
+    assert deleted.returncode == 0, deleted.stderr
+    listed = mirrors("list", "--bootstrap-server", destination.bootstrap, "--json")
+    assert json.loads(listed.stdout)["links"] == []
+
+
+def _copy_seconds(source: str, destination: str, topic: str, values: list[str]) -> float:
+    started = time.monotonic()
+    # Batches of 16 KB: the cap paces fetches, and a fetch answers at least one batch.
+    produce_plain(source, topic, values, batch_size=16384)
+    wait_caught_up(source, destination, topic, 1)
+    return time.monotonic() - started
+
+
+def test_a_link_fetch_cap_holds_its_rate_and_changes_at_once(
+    kbroker_source: BrokerProcess, destination: BrokerProcess
+) -> None:
+    topic = "capped"
+    create_topic(kbroker_source.bootstrap, topic, 1)
+    source, mirror = kbroker_source.bootstrap, destination.bootstrap
+    created = mirrors(
+        "create", "--bootstrap-server", mirror, "--source-bootstrap", source, "--topic", topic
+    )
+    assert created.returncode == 0, created.stderr
+    cap = 200_000
+    capped = mirrors(
+        "throttle",
+        "--bootstrap-server",
+        mirror,
+        "--link",
+        "default",
+        "--fetch-max-bytes-per-second",
+        str(cap),
+    )
+    assert capped.returncode == 0, capped.stderr
+    values = [f"{i:04d}" + "x" * 996 for i in range(800)]
+    seconds = _copy_seconds(source, mirror, topic, values)
+    copied = sum(len(b) for b in raw_batches(source, topic, 0))
+    # The first fetch (a second's worth) goes at once; the rest at the cap.
+    least = (copied - cap) / cap
+    assert least * 0.9 <= seconds <= least * 2 + 5, (copied, seconds)
+    lifted = mirrors(
+        "throttle",
+        "--bootstrap-server",
+        mirror,
+        "--link",
+        "default",
+        "--fetch-max-bytes-per-second",
+        "0",
+    )
+    assert lifted.returncode == 0, lifted.stderr
+    assert _copy_seconds(source, mirror, topic, values) < least * 0.9
+    assert_identical(source, mirror, topic, 1)

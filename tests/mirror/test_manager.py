@@ -39,7 +39,9 @@ def test_refused_partitions_do_not_stop_the_config_sync() -> None:
         configs={"kbroker.mirror.source.bootstrap": "src:9092", "retention.ms": "1"},
     )
     metadata = RefusingMetadata(topic)
-    broker: Any = SimpleNamespace(config=SimpleNamespace(broker_id=1), metadata=metadata)
+    broker: Any = SimpleNamespace(
+        config=SimpleNamespace(broker_id=1, get=lambda name: None), metadata=metadata
+    )
     manager = MirrorManager(broker)
     asyncio.run(manager.follow_source_topic("orders", 3, {"retention.ms": "2"}))
     assert metadata.configs_set == [

@@ -59,3 +59,19 @@ def test_broker_registration_lists_every_endpoint() -> None:
     }
     assert zk_paths.decode_broker(data) == ("b1", 9092, None)
     assert zk_paths.decode_broker_endpoints(data) == tuple(endpoints)
+
+
+def test_log_dir_event_is_kafkas_notification() -> None:
+    # Kafka 3.9's LogDirEventNotificationSequenceZNode: compact JSON, event 1 = LogDirFailure.
+    assert zk_paths.LOG_DIR_EVENT_PREFIX == "/log_dir_event_notification/log_dir_event_"
+    data = zk_paths.encode_log_dir_event(2)
+    assert data == b'{"version":1,"broker":2,"event":1}'
+    assert zk_paths.decode_log_dir_event(data) == (2, 1)
+
+
+def test_offline_replicas_round_trip() -> None:
+    offline = zk_paths.OfflineReplicas(("/data/b",), frozenset({("t", 1), ("a", 0)}))
+    data = zk_paths.encode_offline_replicas(offline)
+    assert json.loads(data)["partitions"] == [["a", 0], ["t", 1]]
+    assert zk_paths.decode_offline_replicas(data) == offline
+    assert zk_paths.offline_replicas_path(3) == "/kbroker/offline_replicas/3"

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from kbroker.broker import Broker
-from kbroker.log import segment
+from kbroker.log import log_manager, segment
+from kbroker.log.log_config import LogConfig
 from kbroker.log.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.server.conftest import RawClient, broker_config, free_port
 from tests.server.test_data_path import create_topic, fetch, produce, records
@@ -102,6 +105,95 @@ async def test_the_failed_directory_goes_offline_and_the_other_is_served(
     finally:
         await client.close()
         await restarted.stop()
+
+
+def _refuse_checkpoints_in(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device under ``log_dir`` takes no more checkpoint files (the high-watermark,
+    log-start and recovery-point checkpoints all go through the log manager's atomic
+    write, which its background syncer makes in the directory it opened)."""
+    real_atomic_write_in = log_manager.atomic_write_in
+
+    def refuse(dir_fd: int, name: str, data: bytes) -> None:
+        if Path(os.readlink(f"/proc/self/fd/{dir_fd}")) == log_dir:
+            os.close(dir_fd)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_atomic_write_in(dir_fd, name, data)
+
+    monkeypatch.setattr(log_manager, "atomic_write_in", refuse)
+
+
+async def _wait_offline(broker: Broker, log_dir: Path) -> None:
+    """The syncer's failure report reaches the broker through its event loop."""
+    assert broker.logs.syncer.wait_idle(30)
+    deadline = time.monotonic() + 30
+    while log_dir not in broker.logs.offline_dirs:
+        assert time.monotonic() < deadline, "the directory never went offline"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_failed_checkpoint_takes_its_directory_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Kafka does, a high-watermark checkpoint that cannot be written takes its
+    directory offline (the chaos runs saw a broker with a full disk go on leading after
+    its checkpoint failed); the other directory is served, and is checkpointed."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    broker = Broker(broker_config(dirs[0], free_port(), log_dirs=",".join(map(str, dirs))))
+    await broker.start()
+    client = await RawClient.connect(broker.port)
+    try:
+        await create_topic(client, "hw", partitions=2)
+        failing = broker.logs.dir_of("hw", 0).parent
+        healthy = broker.logs.dir_of("hw", 1).parent
+        response = await client.call(ApiKey.PRODUCE, 9, _produce_both("hw"))
+        codes = [p.error_code for p in response.responses[0].partition_responses]
+        assert codes == [ErrorCode.NONE, ErrorCode.NONE]
+        _refuse_checkpoints_in(failing, monkeypatch)
+        broker.replica_manager.checkpoint()
+        await _wait_offline(broker, failing)
+        assert broker.logs.offline_dirs == [failing]
+        response = await client.call(ApiKey.PRODUCE, 9, _produce_both("hw"))
+        codes = [p.error_code for p in response.responses[0].partition_responses]
+        assert codes == [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NONE]
+        assert broker.logs.syncer.wait_idle(30)
+        assert "hw 1 1" in (healthy / "replication-offset-checkpoint").read_text()
+    finally:
+        await client.close()
+        await broker.stop()
+
+
+def test_the_periodic_flush_reports_a_directory_whose_checkpoint_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint written by flush_due fails in the background: the syncer names the
+    directory (the broker takes it offline) instead of raising (which ended the broker's
+    periodic flush for good), writes the other directory's checkpoints, and the failed
+    directory gets no clean-shutdown marker."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = log_manager.LogManager(dirs)
+    manager.open_all()
+    for index in range(2):
+        manager.get_or_create("t", index, LogConfig())
+    assert {manager.dir_of("t", i).parent for i in range(2)} == set(dirs)
+    failing = manager.dir_of("t", 0).parent
+    healthy = manager.dir_of("t", 1).parent
+    for index in range(2):
+        plog = manager.get("t", index)
+        assert plog is not None
+        batch = bytearray(build_batch(records(0, 3)))
+        plog.append_as_leader(batch, leader_epoch=0, log_append_time_ms=None)
+        plog.delete_records_before(1)
+    _refuse_checkpoints_in(failing, monkeypatch)
+    failures: list[tuple[Path, OSError]] = []
+    manager.syncer.on_failure = lambda log_dir, exc: failures.append((log_dir, exc))
+    assert manager.flush_due() == []
+    assert manager.syncer.wait_idle(30)
+    assert {log_dir for log_dir, _ in failures} == {failing}
+    assert all(exc.errno == errno.ENOSPC for _, exc in failures)
+    assert "t 1 1" in (healthy / "log-start-offset-checkpoint").read_text()
+    manager.shutdown()
+    assert (healthy / CLEAN_SHUTDOWN_FILE).exists()
+    assert not (failing / CLEAN_SHUTDOWN_FILE).exists()
 
 
 async def test_with_no_directory_left_the_broker_shuts_down(

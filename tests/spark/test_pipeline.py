@@ -1,7 +1,9 @@
-"""The page-view pipeline end to end: windows, watermark, both outputs, restart."""
+"""The page-view pipeline end to end: windows, watermark, both outputs, restart, and what
+its source read per window (the Spark tier of ``kbroker audit``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from pathlib import Path
@@ -9,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from kbroker.cli.ops.admin import parse_bootstrap
+from kbroker.cli.ops.audit import read_audit
+from kbroker.client import KafkaClient
 from kbroker.data_client import DataClient
 from spark_conn.pipeline import PipelineConfig, read_counts, start
 from tests.spark.helpers import make_topic
@@ -41,6 +46,11 @@ def _expected(events: list[tuple[int, str]], windows: range) -> Counter[tuple[in
     )
 
 
+def _per_window(events: list[tuple[int, str]]) -> Counter[tuple[int, int]]:
+    """Events per (partition, minute), spread over the partitions as ``_views`` does."""
+    return Counter((i % 2, ts // MINUTE * MINUTE) for i, (ts, _) in enumerate(events))
+
+
 def _run(spark: Any, config: PipelineConfig) -> list[dict[str, Any]]:
     query = start(spark, config)
     query.awaitTermination(180)
@@ -57,9 +67,12 @@ def test_windowed_counts_restart_from_checkpoint(
         checkpoint_dir=str(tmp_path / "checkpoint"),
         source_topic=unique,
         result_topic=unique + "-counts",
+        audit_topic=unique + "-read",
+        audit_window_ms=MINUTE,
     )
     make_topic(broker.bootstrap, config.source_topic, 2)
     make_topic(broker.bootstrap, config.result_topic, 1)
+    make_topic(broker.bootstrap, config.audit_topic, 1, {"cleanup.policy": "compact"})
 
     first = _views(broker.bootstrap, unique, range(0, 180))
     progress = _run(spark, config)
@@ -94,3 +107,12 @@ def test_windowed_counts_restart_from_checkpoint(
     from_topic = {bytes(r.key).decode(): json.loads(bytes(r.value))["views"] for r in topic}
     assert len(topic) == len(from_topic) == sum(1 for _ in written())
     assert sorted(from_topic.values()) == sorted(written().values())
+
+    # What the source read, per partition and minute, over both runs (kbroker audit's tier).
+    async def read_per_window() -> dict[tuple[int, int], int]:
+        async with KafkaClient(parse_bootstrap(broker.bootstrap)) as client:
+            counts, window_ms = await read_audit(client, config.audit_topic)
+        assert window_ms == MINUTE
+        return {(k.partition, k.window_start_ms): c.count for k, c in counts.items()}
+
+    assert asyncio.run(read_per_window()) == _per_window(first) + _per_window(second)

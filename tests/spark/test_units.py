@@ -10,6 +10,7 @@ from kafka.partitioner.default import murmur2 as kafka_murmur2
 from kbroker.client_core.partitioner import murmur2, partition_for_key
 from spark_conn.offsets import from_json, rate_limit, to_json
 from spark_conn.options import OptionError, parse_source_options
+from spark_conn.pipeline import PipelineConfig
 from spark_conn.session import kafka_jars, kafka_package
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
@@ -167,3 +168,19 @@ def test_security_options_take_the_kafka_prefix() -> None:
 def test_bad_security_options(options: dict[str, str], complaint: str) -> None:
     with pytest.raises(OptionError, match=complaint):
         parse_source_options({**BOOT, "subscribe": "a", **options}, streaming=False)
+
+
+def test_audit_options_name_the_counts_topic_and_window() -> None:
+    plain = parse_source_options({**BOOT, "subscribe": "a"}, streaming=True)
+    assert (plain.audit_topic, plain.audit_window_ms) == (None, 600_000)
+    counted = parse_source_options(
+        {**BOOT, "subscribe": "a", "AuditTopic": "a-read", "auditWindowMs": "60000"},
+        streaming=False,
+    )
+    assert (counted.audit_topic, counted.audit_window_ms) == ("a-read", 60_000)
+    for bad in ("0", "10m"):
+        with pytest.raises(OptionError, match="auditWindowMs"):
+            parse_source_options({**BOOT, "subscribe": "a", "auditWindowMs": bad}, streaming=True)
+    # Spark's own connector has no such option: the pipeline refuses rather than not count.
+    with pytest.raises(ValueError, match="audit_topic"):
+        PipelineConfig("h:1", "out", "cp", source_format="kafka", audit_topic="read")

@@ -4,7 +4,10 @@ A mirror topic's link is a set of ``kbroker.mirror.*`` topic configs
 (kbroker/mirror/topic_configs.py), so every operation is a standard admin request:
 CreateTopics (the source's partition count, the source configs a mirror copies, and the
 link's configs), DescribeConfigs (list), ListOffsets on both clusters (describe's lag), and
-IncrementalAlterConfigs of ``kbroker.mirror.state`` (pause, resume, promote).
+IncrementalAlterConfigs of ``kbroker.mirror.state`` (pause, resume, promote). The link's own
+record (kbroker/mirror/link_configs.py) is a config resource of kbroker's type
+MIRROR_LINK_RESOURCE: ListConfigResources v1 lists the links, DescribeConfigs and
+IncrementalAlterConfigs read and change one.
 """
 
 from __future__ import annotations
@@ -12,10 +15,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kbroker.cli.ops.admin import OpsError, create_topic, describe_topics, topic_configs
+from kbroker.cli.ops.admin import (
+    OP_DELETE,
+    OP_SET,
+    OpsError,
+    _check,
+    _controller,
+    create_topic,
+    describe_topics,
+    topic_configs,
+)
 from kbroker.cli.ops.admin import alter_topic_configs as alter_configs
 from kbroker.cli.ops.audit import read_audit
 from kbroker.client import LATEST, KafkaClient
+from kbroker.mirror.link_configs import (
+    FETCH_RATE,
+    MIRROR_LINK_RESOURCE,
+    REPLICATION_FACTOR,
+    TOPIC_REGEX,
+)
 from kbroker.mirror.topic_configs import (
     ACTIVE,
     COPIED_CONFIGS,
@@ -31,6 +49,14 @@ from kbroker.mirror.topic_configs import (
     mirror_spec,
 )
 from kbroker.regex import Regex
+from wire.api_keys import ApiKey
+from wire.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
+from wire.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from wire.messages.list_config_resources_request import ListConfigResourcesRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +67,17 @@ class MirrorTopicInfo:
     source_bootstrap: str
     source_topic: str
     partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorLinkInfo:
+    """A link's record: its source and the source topics it follows (None: only those
+    named when it was created)."""
+
+    link: str
+    source_bootstrap: str
+    topic_regex: str | None
+    configs: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +108,10 @@ async def source_topics(
     """The source topics to mirror (named, or matching ``pattern`` as a whole name, as Kafka
     matches its regexes) and their partition counts."""
     if pattern is not None:
+        # None matching yet is fine: the link creates them as they appear at the source.
         regex = Regex(pattern)
         found = await source.partitions(None)
-        chosen = {name: len(p) for name, p in found.items() if regex.matches(name)}
-        if not chosen:
-            raise OpsError(f"no topic of the source matches {pattern!r}")
-        return chosen
+        return {name: len(p) for name, p in found.items() if regex.matches(name)}
     found = await source.partitions(list(topics))
     missing = [t for t in topics if not found.get(t)]
     if missing:
@@ -95,10 +130,19 @@ async def create_mirrors(
     pattern: str | None,
     replication_factor: int,
     group_filter: str | None = None,
+    fetch_rate: int | None = None,
 ) -> list[MirrorTopicInfo]:
     """Create a mirror topic for each source topic chosen, with the source's partition count
     and copied configs; the brokers leading its partitions start following at once, and
-    copy the committed offsets of the source groups ``group_filter`` matches."""
+    copy the committed offsets of the source groups ``group_filter`` matches. Then write
+    the link's record: with ``pattern``, the cluster creates the source's matching topics
+    that appear later (kbroker/mirror/link_follower.py)."""
+    existing = await link_records(client, [link])
+    if existing and existing[0].source_bootstrap != source_bootstrap:
+        raise OpsError(
+            f"link {link!r} follows {existing[0].source_bootstrap}: name another link "
+            f"(--link) for {source_bootstrap}"
+        )
     chosen = await source_topics(source, topics, pattern)
     configs = await topic_configs(source, sorted(chosen))
     created: list[MirrorTopicInfo] = []
@@ -112,7 +156,85 @@ async def create_mirrors(
             wanted[GROUP_FILTER] = group_filter
         await create_topic(client, name, partitions, replication_factor, wanted)
         created.append(MirrorTopicInfo(name, link, ACTIVE, source_bootstrap, name, partitions))
+    record = {SOURCE_BOOTSTRAP: source_bootstrap}
+    record.update({SOURCE_CONFIG + k: v for k, v in source_props.items()})
+    if pattern is not None:
+        record[TOPIC_REGEX] = pattern
+    if replication_factor != -1:
+        record[REPLICATION_FACTOR] = str(replication_factor)
+    if group_filter is not None:
+        record[GROUP_FILTER] = group_filter
+    if fetch_rate is not None:
+        record[FETCH_RATE] = str(fetch_rate)
+    await alter_link(client, link, record, [])
     return created
+
+
+async def alter_link(
+    client: KafkaClient, link: str, set_: Mapping[str, str], delete: Sequence[str]
+) -> None:
+    """Set and remove configs of a link's record (all removed: the link is gone)."""
+    configs = [AlterableConfig(name=k, config_operation=OP_SET, value=v) for k, v in set_.items()]
+    configs += [AlterableConfig(name=k, config_operation=OP_DELETE, value=None) for k in delete]
+    connection = await _controller(client)
+    request = IncrementalAlterConfigsRequest(
+        resources=[
+            AlterConfigsResource(
+                resource_type=MIRROR_LINK_RESOURCE, resource_name=link, configs=configs
+            )
+        ]
+    )
+    response, _ = await connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
+    result = response.responses[0]
+    _check(result.error_code, result.error_message, f"mirror link {link!r}")
+
+
+async def delete_link(client: KafkaClient, link: str) -> None:
+    """Remove a link's record: the link follows no new source topic; its mirror topics stay
+    and keep following (promote or delete them)."""
+    found = await link_records(client, [link])
+    if not found:
+        raise OpsError(f"no mirror link {link!r}")
+    await alter_link(client, link, {}, list(found[0].configs))
+
+
+async def link_records(
+    client: KafkaClient, names: Sequence[str] | None = None
+) -> list[MirrorLinkInfo]:
+    """The records of the links named (all when None); secrets come back empty."""
+    connection = await client.any_connection()
+    if names is None:
+        listed, _ = await connection.request(
+            ApiKey.LIST_CONFIG_RESOURCES,
+            ListConfigResourcesRequest(resource_types=[MIRROR_LINK_RESOURCE]),
+        )
+        _check(listed.error_code, None, "mirror links")
+        names = sorted(r.resource_name for r in listed.config_resources)
+    if not names:
+        return []
+    request = DescribeConfigsRequest(
+        resources=[
+            DescribeConfigsResource(
+                resource_type=MIRROR_LINK_RESOURCE, resource_name=n, configuration_keys=None
+            )
+            for n in names
+        ]
+    )
+    response, _ = await connection.request(ApiKey.DESCRIBE_CONFIGS, request)
+    found: list[MirrorLinkInfo] = []
+    for result in response.results:
+        _check(result.error_code, result.error_message, f"mirror link {result.resource_name!r}")
+        configs = {c.name: c.value or "" for c in result.configs}
+        if configs:
+            found.append(
+                MirrorLinkInfo(
+                    result.resource_name,
+                    configs.get(SOURCE_BOOTSTRAP, ""),
+                    configs.get(TOPIC_REGEX),
+                    configs,
+                )
+            )
+    return found
 
 
 async def _mirror_specs(client: KafkaClient) -> dict[str, tuple[MirrorSpec, int]]:
