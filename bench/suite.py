@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 import throughput
 from brokers import STARTERS, BrokerUnderTest, broker_names
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 T = TypeVar("T")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -159,12 +160,26 @@ def _latency_consumer(bootstrap: str, topic: str, count: int, out: Any, ready: A
     out.put(latencies)
 
 
-def measure_latency(broker: BrokerUnderTest, rate: int, seconds: float) -> dict[str, float]:
-    """End-to-end latency (produce call to consumer receipt) at a fixed rate, in ms."""
+def measure_latency(
+    broker: BrokerUnderTest,
+    rate: int,
+    seconds: float,
+    *,
+    acks: str = "1",
+    size: int = 100,
+    topic_config: dict[str, str] | None = None,
+) -> dict[str, float]:
+    """End-to-end latency (produce call to consumer receipt) at a fixed rate, in ms, of
+    records of `size` bytes produced with `acks` to a new one-partition topic (with
+    `topic_config` set on it)."""
     topic = f"latency-{uuid.uuid4().hex[:12]}"
-    throughput.create_topic(
-        throughput.Settings(broker.bootstrap, topic, 0, 100, 1, 1, "1", 0, 1, "none")
-    )
+    settings = throughput.Settings(broker.bootstrap, topic, 0, size, 1, 1, acks, 0, 1, "none")
+    throughput.create_topic(settings)
+    if topic_config:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config=topic_config)
+        # Held until the answer: a client destroyed meanwhile fails the future.
+        admin = AdminClient(settings.client_config())
+        admin.alter_configs([resource])[resource].result(30)
     count = int(rate * seconds)
     ctx = multiprocessing.get_context("spawn")
     out: multiprocessing.Queue[list[float]] = ctx.Queue()
@@ -174,8 +189,8 @@ def measure_latency(broker: BrokerUnderTest, rate: int, seconds: float) -> dict[
     )
     consumer.start()
     ready.wait(60)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1", "linger.ms": 0})
-    padding = b"x" * 92
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": acks, "linger.ms": 0})
+    padding = b"x" * (size - 8)
     # Connections and metadata first: the client's start-up is not the broker's latency.
     producer.produce(topic, bytes(8) + padding)
     producer.flush(30)

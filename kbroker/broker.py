@@ -329,6 +329,11 @@ class Broker:
     async def start(self) -> int:
         """Start serving on every listener; returns the port the first one is bound to."""
         self.loop_stalls.start()
+        loop = asyncio.get_running_loop()
+        # A background fsync that failed takes its directory offline as a failed append does.
+        self.logs.syncer.on_failure = lambda log_dir, exc: loop.call_soon_threadsafe(
+            self.log_dir_failed, log_dir, exc
+        )
         self.logs.lock_dirs()
         await self.metadata.start()
         self._use_dynamic_configs()

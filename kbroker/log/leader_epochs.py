@@ -8,8 +8,10 @@ File format (Kafka's, text, one item per line, "\\n" line ends):
 
 The start offset of an epoch is the first offset written by a leader in that epoch. The file
 is rewritten whenever the history changes, through a temporary file, fsync and an atomic
-rename. The history answers OffsetForLeaderEpoch (KIP-101, KIP-279): the end offset of an
-epoch is the start offset of the next greater epoch, or the log end offset for the latest.
+rename, by the log's syncer (background_sync.py: off the event loop, before any later
+recovery-point checkpoint, so the recovery point never passes an epoch start the file lacks).
+The history answers OffsetForLeaderEpoch (KIP-101, KIP-279): the end offset of an epoch is the
+start offset of the next greater epoch, or the log end offset for the latest.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kbroker.log.fileio import atomic_write
+from kbroker.log.background_sync import INLINE, Syncer
+from kbroker.log.fileio import atomic_write_in, open_dir
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +56,9 @@ def format_checkpoint(entries: list[tuple[int, int]]) -> str:
 class LeaderEpochCache:
     """The epoch history, persisted to `<partition dir>/leader-epoch-checkpoint`."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, syncer: Syncer = INLINE) -> None:
         self.path = directory / FILE_NAME
+        self._syncer = syncer
         self._epochs: list[int] = []
         self._starts: list[int] = []
         # The history the file holds (None: unknown, write it at the next change), and
@@ -155,5 +159,8 @@ class LeaderEpochCache:
         entries = self.entries()
         if self._batching or entries == self._on_disk:
             return
-        atomic_write(self.path, format_checkpoint(entries).encode())
+        data = format_checkpoint(entries).encode()
+        directory = self.path.parent
+        dir_fd = open_dir(directory)
+        self._syncer.submit(directory.parent, lambda: atomic_write_in(dir_fd, FILE_NAME, data))
         self._on_disk = entries

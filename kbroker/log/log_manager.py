@@ -19,6 +19,9 @@ Layout of each log directory (`log.dirs`):
 - `<topic>-<partition>.<hex>-delete/` a deleted partition being removed; removed at start-up
   if a crash interrupted the removal;
 - `.lock` held by the broker process using the directory (dir_lock.py).
+The checkpoints, a new partition's directory entry and every log's fsyncs are written by one
+background thread in the order asked (background_sync.py): the event loop never waits for the
+disk, and a checkpoint's offsets become durable only after the data they vouch for.
 A new partition goes to the log directory holding the fewest partitions (Kafka's rule).
 Logs are opened lazily (segment.py's LazySegment): start-up cost does not grow with the
 number of sealed segments.
@@ -36,8 +39,17 @@ from operator import attrgetter
 from pathlib import Path
 
 from kbroker.log import dir_lock
+from kbroker.log.background_sync import BackgroundSync
 from kbroker.log.dir_remover import DirRemover
-from kbroker.log.fileio import atomic_write, fsync_dir, one_sync, unlink_quietly
+from kbroker.log.fileio import (
+    atomic_write,
+    atomic_write_in,
+    fsync_and_close,
+    fsync_dir,
+    one_sync,
+    open_dir,
+    unlink_quietly,
+)
 from kbroker.log.log_config import LogConfig
 from kbroker.log.partition_log import PartitionLog
 
@@ -80,9 +92,13 @@ def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
         return {}
 
 
-def write_offset_checkpoint(path: Path, entries: dict[TopicPartition, int]) -> None:
+def format_offset_checkpoint(entries: dict[TopicPartition, int]) -> bytes:
     body = "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items()))
-    atomic_write(path, f"0\n{len(entries)}\n{body}".encode())
+    return f"0\n{len(entries)}\n{body}".encode()
+
+
+def write_offset_checkpoint(path: Path, entries: dict[TopicPartition, int]) -> None:
+    atomic_write(path, format_offset_checkpoint(entries))
 
 
 # A log directory a write failed in, and the error.
@@ -116,6 +132,8 @@ class LogManager:
         self._checkpointed: dict[tuple[str, Path], dict[TopicPartition, int]] = {}
         # Removes deleted partitions' directories off the event loop.
         self.remover = DirRemover()
+        # Runs the logs' fsyncs and writes the checkpoints off the event loop, in order.
+        self.syncer = BackgroundSync()
         # The descriptors holding the directories' locks (lock_dirs), and whether another
         # process holds one: then this manager writes nothing, not even at shutdown.
         self._locks: list[int] = []
@@ -196,6 +214,7 @@ class LogManager:
                     log_start_offset=starts.get(tp),
                     recovery_point=points.get(tp),
                     lazy=True,
+                    syncer=self.syncer,
                 )
             self._checkpointed[(LOG_START_CHECKPOINT, log_dir)] = starts
             self._checkpointed[(RECOVERY_POINT_CHECKPOINT, log_dir)] = points
@@ -207,8 +226,11 @@ class LogManager:
         plog = self._logs.get((topic, partition))
         if plog is None:
             directory = self.dir_of(topic, partition)
-            plog = PartitionLog.open(directory, config, recover=False, clock=self._clock)
-            fsync_dir(directory.parent)
+            plog = PartitionLog.open(
+                directory, config, recover=False, clock=self._clock, syncer=self.syncer
+            )
+            parent_fd = open_dir(directory.parent)
+            self.syncer.submit(directory.parent, lambda: fsync_and_close([parent_fd]))
             self._logs[(topic, partition)] = plog
         elif plog.config != config:
             plog.update_config(config)
@@ -278,12 +300,21 @@ class LogManager:
             if only_if_changed and self._checkpointed.get((name, log_dir)) == entries:
                 continue
             try:
-                write_offset_checkpoint(log_dir / name, entries)
+                self.write_checkpoint(log_dir, name, entries)
             except OSError as exc:
                 failures.append((log_dir, exc))
                 continue
             self._checkpointed[(name, log_dir)] = entries
         return failures
+
+    def write_checkpoint(
+        self, log_dir: Path, name: str, entries: dict[TopicPartition, int]
+    ) -> None:
+        """Replace the offset checkpoint `name` of `log_dir` with `entries`, through the
+        syncer: after every fsync asked for before, and off the event loop."""
+        data = format_offset_checkpoint(entries)
+        dir_fd = open_dir(log_dir)
+        self.syncer.submit(log_dir, lambda: atomic_write_in(dir_fd, name, data))
 
     def shutdown(self) -> None:
         """Flush and close every log, checkpoint log start offsets, then write the
@@ -293,10 +324,15 @@ class LogManager:
         rebuilds every file closing writes."""
         if self._in_use_elsewhere:
             return
+        self.syncer.stop()
         with one_sync():
             for plog in self._logs.values():
                 plog.close()
         failed = {log_dir for log_dir, _ in self._checkpoint_all(only_if_changed=False)}
+        self.syncer.stop()
+        # A write the syncer could not make (a checkpoint, a log's fsync) leaves its
+        # directory's state not durable, as a failed checkpoint here does.
+        failed |= self.syncer.failed_dirs
         self._logs.clear()
         for log_dir in self._dirs:
             if log_dir in failed:

@@ -13,6 +13,13 @@ The log start offset is held in memory and checkpointed by the LogManager (Kafka
 `log-start-offset-checkpoint`); without a checkpoint it is the first segment's base offset.
 So is the recovery point (`recovery-point-offset-checkpoint`): every byte below it is fsynced.
 
+The event loop never waits for the disk (background_sync.py): a roll writes the sealed
+segment's last index entry and the producer snapshot to the page cache and hands their fsyncs,
+and the directory's (the new segment's name), to the log's syncer, as Kafka's roll schedules
+its "flush-log" task; a flush (flush.ms, flush.messages) does the same with the dirty segments.
+The recovery point moves when those fsyncs have returned, not before; a truncation meanwhile
+makes the ones still running count for nothing (their offsets may no longer hold those bytes).
+
 Transactions (KIP-98): the producer state (producer_state.py) follows every appended batch,
 markers included; an abort marker adds an entry to the aborted-transaction index of the
 segment it lands in, on the leader and on followers alike. A segment scanned by recovery gets
@@ -42,8 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbroker.log import producer_snapshot
+from kbroker.log.background_sync import INLINE, Syncer
 from kbroker.log.file_region import FileRegion
-from kbroker.log.fileio import TMP_SUFFIX, unlink_quietly
+from kbroker.log.fileio import TMP_SUFFIX, fsync_and_close, open_dir, unlink_quietly
 from kbroker.log.leader_epochs import LeaderEpochCache
 from kbroker.log.log_config import LogConfig
 from kbroker.log.recovery import recover_segments
@@ -138,8 +146,10 @@ class PartitionLog:
         clock: Callable[[], float],
         segments: list[LogSegment],
         epochs: LeaderEpochCache,
+        syncer: Syncer = INLINE,
     ) -> None:
         self.directory = directory
+        self._syncer = syncer
         self._config = config
         self._clock = clock
         self._segments = segments
@@ -151,8 +161,12 @@ class PartitionLog:
         self._last_flush_ms = self._now_ms()
         self._retired: list[tuple[int, LogSegment, list[Path]]] = []
         # Every byte below this offset is on disk (fsynced): the recovery point (Kafka's
-        # recovery-point-offset-checkpoint, written by the LogManager).
-        self.recovery_point = self.log_end_offset
+        # recovery-point-offset-checkpoint, written by the LogManager; see `recovery_point`).
+        self._recovery_point = self.log_end_offset
+        # (truncations, offset) of the last fsync job done, set by the syncer's thread (one
+        # tuple: a single store), and the count of truncations so far.
+        self._synced: tuple[int, int] = (0, 0)
+        self._truncations = 0
         # Set when open() had to scan and validate segments (unclean shutdown or bad indexes).
         self.recovered_segments: list[int] = []
         # Base offsets of the segments with a .txnindex, ascending; None when it must be
@@ -179,6 +193,7 @@ class PartitionLog:
         log_start_offset: int | None = None,
         recovery_point: int | None = None,
         lazy: bool = False,
+        syncer: Syncer = INLINE,
     ) -> PartitionLog:
         """Open (or create) the log in `directory`. `recover=True` after an unclean shutdown:
         the segments from the one holding `recovery_point` (the active one when None) are
@@ -186,7 +201,8 @@ class PartitionLog:
         `.cleaned`, `.swap` and `.deleted` files are resolved first (cleaner.py).
         Without `lazy`, every segment is opened and its indexes sanity-checked (and rebuilt if
         they fail); with `lazy`, segments that need no validation are opened on first use
-        (LazySegment). `log_start_offset` comes from the LogManager's checkpoint."""
+        (LazySegment). `log_start_offset` comes from the LogManager's checkpoint. `syncer`
+        runs the fsyncs (background_sync.py; at once by default)."""
         directory.mkdir(parents=True, exist_ok=True)
         now_ms = int(clock() * 1000)
         # One listing of plain names: start-up cost per segment stays a few microseconds.
@@ -219,12 +235,14 @@ class PartitionLog:
                 segments.append(LogSegment.open(directory, base, config, now_ms))
         if not segments:
             segments = [LogSegment.create(directory, log_start_offset or 0, config, now_ms)]
-        epochs = LeaderEpochCache(directory)
+            dir_fd = open_dir(directory)
+            syncer.submit(directory.parent, lambda: fsync_and_close([dir_fd]))
+        epochs = LeaderEpochCache(directory, syncer)
         with epochs.batched():
             recovered = recover_segments(
                 segments, unclean=recover, epochs=epochs, validate_from=validate_from
             )
-            plog = cls(directory, config, clock, segments, epochs)
+            plog = cls(directory, config, clock, segments, epochs, syncer)
             plog.recovered_segments = recovered
             if log_start_offset is not None:
                 plog.log_start_offset = min(
@@ -237,7 +255,7 @@ class PartitionLog:
             epochs.truncate_from_end(plog.log_end_offset + 1)
             epochs.truncate_from_start(plog.log_start_offset)
         plog._flushed_offset = plog.log_end_offset
-        plog.recovery_point = plog.log_end_offset
+        plog._recovery_point = plog.log_end_offset
         plog._load_producer_state(rebuild_txn_indexes=set(recovered) & set(plog._bases))
         return plog
 
@@ -296,6 +314,25 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Every byte below this offset is fsynced (the syncer's jobs done so far)."""
+        truncations, offset = self._synced
+        if truncations == self._truncations and offset > self._recovery_point:
+            self._recovery_point = offset
+        return self._recovery_point
+
+    def _sync_then_advance(self, fds: list[int], offset: int) -> None:
+        """Hand `fds` to the syncer; once fsynced, the recovery point may move to `offset`
+        (unless the log was truncated meanwhile)."""
+        truncations = self._truncations
+
+        def job() -> None:
+            fsync_and_close(fds)
+            self._synced = (truncations, offset)
+
+        self._syncer.submit(self.directory.parent, job)
 
     @property
     def size_bytes(self) -> int:
@@ -432,6 +469,7 @@ class PartitionLog:
         producer state at that offset (Kafka takes one on every roll)."""
         active = self.active_segment
         now_ms = self._now_ms()
+        fds: list[int] = []
         if active.size == 0:
             if active.base_offset == new_base:
                 return
@@ -440,13 +478,18 @@ class PartitionLog:
             active.delete_files()
             active.close()
         else:
-            active.seal()
-            if not any(s.dirty for s in self._segments):
-                self.recovery_point = max(self.recovery_point, new_base)
-        self._write_producer_snapshot(new_base)
+            fds = active.seal_unsynced()
+        fds.append(
+            producer_snapshot.write_unsynced(self.directory, new_base, self.producers.entries())
+        )
+        self._snapshot_offset = new_base
         segment = LogSegment.create(self.directory, new_base, self._config, now_ms)
         self._segments.append(segment)
         self._bases.append(new_base)
+        # Every segment below is sealed, its fsync handed over now or at an earlier roll: once
+        # these are done, everything below the new segment is on disk.
+        fds.append(open_dir(self.directory))
+        self._sync_then_advance(fds, new_base)
 
     def roll(self) -> None:
         """Start a new segment at the log end offset (no-op when the active one is empty)."""
@@ -713,7 +756,8 @@ class PartitionLog:
         leo = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, leo)
         self._flushed_offset = min(self._flushed_offset, leo)
-        self.recovery_point = min(self.recovery_point, leo)
+        self._recovery_point = min(self.recovery_point, leo)
+        self._truncations += 1
         self.epochs.truncate_from_end(leo)
         producer_snapshot.delete_outside(self.directory, self._bases[0], leo)
         self._load_producer_state()
@@ -725,7 +769,7 @@ class PartitionLog:
         truncateFullyAndStartAt does."""
         self._truncate_fully(offset)
         self._flushed_offset = offset
-        self.recovery_point = offset
+        self._recovery_point = offset
         self.epochs.clear()
         producer_snapshot.delete_outside(self.directory, offset, offset)
         self._load_producer_state()
@@ -737,6 +781,9 @@ class PartitionLog:
         self._bases = [offset]
         self.log_start_offset = offset
         self._read_end = None
+        self._truncations += 1
+        dir_fd = open_dir(self.directory)
+        self._syncer.submit(self.directory.parent, lambda: fsync_and_close([dir_fd]))
 
     def _retire(self, segment: LogSegment) -> None:
         """Take a segment out of the log: its files are renamed to `.deleted` now and
@@ -771,13 +818,15 @@ class PartitionLog:
             self.flush()
 
     def flush(self) -> None:
-        """fsync every segment written since the last flush, and its indexes."""
+        """fsync every segment written since the last flush, and its indexes, through the
+        syncer; the recovery point follows when they are done."""
+        fds: list[int] = []
         for segment in self._segments:
             if segment.dirty:
-                segment.flush()
+                fds += segment.take_unsynced()
         self._flushed_offset = self.log_end_offset
-        self.recovery_point = self.log_end_offset
         self._last_flush_ms = self._now_ms()
+        self._sync_then_advance(fds, self.log_end_offset)
 
     def maybe_flush(self) -> bool:
         """Flush when flush.ms elapsed since the last flush and data is unflushed; close
@@ -795,9 +844,12 @@ class PartitionLog:
 
     def close(self) -> None:
         """Seal the active segment, flush, snapshot producer state at the log end, close
-        files."""
+        files; at once, on this thread (shutdown: the syncer has finished its jobs)."""
         self.active_segment.seal()
-        self.flush()
+        for segment in self._segments:
+            if segment.dirty:
+                segment.flush()
+        self._recovery_point = self.log_end_offset
         leo = self.log_end_offset
         # Unchanged since the last start or roll: the snapshot there is this state (with
         # 10,000 partitions, rewriting them all was two fsyncs each at every shutdown).

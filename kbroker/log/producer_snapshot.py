@@ -1,8 +1,11 @@
 """Producer state snapshots: `<20-digit offset>.snapshot` in the partition directory.
 
 A snapshot named N holds the producer state after every batch below offset N. It is written
-when a segment rolls (N = the new segment's base offset) and at clean shutdown (N = the log
-end offset), through a temporary file, fsync and an atomic rename. On open the log loads the
+when a segment rolls (N = the new segment's base offset), straight to its name on the event
+loop and fsynced in the background after the sealed segment (background_sync.py; Kafka, too,
+stopped fsyncing it in the request path: KAFKA-9693, KAFKA-15046), and at clean shutdown
+(N = the log end offset) through a temporary file, fsync and an atomic rename. A crash may
+leave the newest one torn or empty: its CRC fails and it is deleted. On open the log loads the
 newest readable snapshot at or below its end offset and replays the batch headers after it.
 
 File format (kbroker's own; big-endian):
@@ -41,7 +44,7 @@ from pathlib import Path
 
 import crc32c
 
-from kbroker.log.fileio import atomic_write, unlink_quietly
+from kbroker.log.fileio import atomic_write, unlink_quietly, write_all
 from kbroker.producer_state import NUM_BATCHES_TO_RETAIN, BatchMetadata, ProducerEntry
 
 log = logging.getLogger(__name__)
@@ -114,6 +117,18 @@ def decode(data: bytes) -> dict[int, ProducerEntry]:
 
 def write(directory: Path, offset: int, entries: dict[int, ProducerEntry]) -> None:
     atomic_write(snapshot_path(directory, offset), encode(entries))
+
+
+def write_unsynced(directory: Path, offset: int, entries: dict[int, ProducerEntry]) -> int:
+    """Write the snapshot straight to its name, without an fsync; returns its descriptor, for
+    the caller to fsync and close."""
+    fd = os.open(snapshot_path(directory, offset), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, encode(entries))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def offsets(directory: Path) -> list[int]:

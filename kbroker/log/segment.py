@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from kbroker.log.fileio import fsync, fsync_dir, pread_exact, unlink_quietly, write_all
+from kbroker.log.fileio import fsync, pread_exact, unlink_quietly, write_all
 from kbroker.log.log_config import LogConfig
 from kbroker.log.offset_index import OffsetIndex
 from kbroker.log.time_index import NO_TIMESTAMP, TimeIndex
@@ -166,7 +166,8 @@ class LogSegment:
     def create(
         cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int
     ) -> LogSegment:
-        """A new empty segment (existing files of that name are emptied)."""
+        """A new empty segment (existing files of that name are emptied). The caller makes
+        the directory durable (an fsync of it, in the background: background_sync.py)."""
         log_path, index_path, time_path = cls._paths(directory, base_offset)
         open(log_path, "wb").close()
         unlink_quietly(txn_index_path(directory, base_offset))
@@ -180,7 +181,6 @@ class LogSegment:
             TimeIndex.create(time_path, base_offset, config.segment_index_bytes),
             now_ms,
         )
-        fsync_dir(directory)
         return segment
 
     @classmethod
@@ -415,11 +415,32 @@ class LogSegment:
     def seal(self) -> None:
         """The segment stops being active: record its max timestamp as the final time index
         entry (so it can be read back on open) and make everything durable."""
+        self._finish_time_index()
+        self.flush()
+
+    def seal_unsynced(self) -> list[int]:
+        """`seal`, leaving the fsyncs to the caller: the descriptors to fsync (see
+        `take_unsynced`)."""
+        self._finish_time_index()
+        return self.take_unsynced()
+
+    def _finish_time_index(self) -> None:
         if self.max_timestamp != NO_TIMESTAMP:
             self.time_index.maybe_append(
                 self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
             )
-        self.flush()
+
+    def take_unsynced(self) -> list[int]:
+        """Descriptors of the files written since their last fsync (duplicates, or opened
+        anew: the caller fsyncs and closes them, in the background, even after this segment
+        closed its own); the segment counts as synced from then on."""
+        fds = [os.dup(self.fd)] if self.dirty else []
+        self.dirty = False
+        for index in (self.index, self.time_index, self.txn_index):
+            fd = index.take_unsynced()
+            if fd is not None:
+                fds.append(fd)
+        return fds
 
     def flush(self) -> None:
         # A clean segment was fsynced since its last write: at 10,000 partitions a clean

@@ -133,6 +133,17 @@ class TxnIndex:
             os.close(fd)
         self._dirty = False
 
+    def take_unsynced(self) -> int | None:
+        """A descriptor of the file when written since the last fsync, for a background fsync
+        (background_sync.py); the index counts as synced from then on."""
+        if not self._dirty:
+            return None
+        self._dirty = False
+        try:
+            return os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+
     def delete(self) -> None:
         unlink_quietly(self.path)
         self._entries = []

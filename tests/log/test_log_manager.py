@@ -103,6 +103,8 @@ def test_log_start_offset_survives_restart(tmp_path: Path) -> None:
     plog.delete_records_before(plog.segment_base_offsets()[1] + 3)
     start = plog.log_start_offset
     manager.flush_due()
+    # Checkpoints are written by the background syncer.
+    assert manager.syncer.wait_idle(10)
     text = (tmp_path / "log-start-offset-checkpoint").read_text()
     assert text == f"0\n1\nt 0 {start}\n"
     manager.shutdown()
@@ -134,8 +136,10 @@ def test_flush_due_flushes_logs_past_flush_ms(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     flushed: list[Path] = []
-    real = LogSegment.flush
-    monkeypatch.setattr(LogSegment, "flush", lambda s: (flushed.append(s.directory), real(s)))
+    real = LogSegment.take_unsynced
+    monkeypatch.setattr(
+        LogSegment, "take_unsynced", lambda s: (flushed.append(s.directory), real(s))[1]
+    )
     clock = FakeClock()
     manager = LogManager([tmp_path], clock=clock)
     manager.open_all()

@@ -472,13 +472,13 @@ def test_producer_state_after_truncation(tmp_path: Path) -> None:
 
 def test_flush_messages_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real = LogSegment.flush
+    real = LogSegment.take_unsynced
 
-    def spy(self: LogSegment) -> None:
+    def spy(self: LogSegment) -> list[int]:
         calls.append(self.base_offset)
-        real(self)
+        return real(self)
 
-    monkeypatch.setattr(LogSegment, "flush", spy)
+    monkeypatch.setattr(LogSegment, "take_unsynced", spy)
     plog = open_log(tmp_path, LogConfig(flush_messages=3))
     append(plog, batch(2))
     assert calls == []
@@ -490,8 +490,10 @@ def test_flush_messages_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def test_flush_ms_through_maybe_flush(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real = LogSegment.flush
-    monkeypatch.setattr(LogSegment, "flush", lambda s: (calls.append(s.base_offset), real(s)))
+    real = LogSegment.take_unsynced
+    monkeypatch.setattr(
+        LogSegment, "take_unsynced", lambda s: (calls.append(s.base_offset), real(s))[1]
+    )
     clock = FakeClock()
     plog = open_log(tmp_path, LogConfig(flush_ms=1000), clock=clock)
     append(plog, batch(1))

@@ -77,6 +77,7 @@ def test_fetch_below_the_start_is_out_of_range_and_the_start_is_checkpointed(
     # DeleteRecords moves it further, inside a segment.
     assert plog.delete_records_before(start + 3) == start + 3
     manager.flush_due()
+    assert manager.syncer.wait_idle(10)
     assert read_offset_checkpoint(tmp_path / LOG_START_CHECKPOINT) == {("t", 0): start + 3}
     manager.shutdown()
     manager2 = LogManager([tmp_path], config_for=lambda _t, _p: config)

@@ -31,6 +31,9 @@ def fill(root: Path, count: int = 80) -> LogManager:
         plog.append_as_leader(
             batch(1, value_size=60, tag=tag), leader_epoch=0, log_append_time_ms=None
         )
+    # The "crash" that follows comes after the background writes (checkpoints, fsyncs): a
+    # real one would have cut them short, which the kill -9 tests cover.
+    assert m.syncer.wait_idle(10)
     return m
 
 
@@ -73,7 +76,11 @@ def test_a_lazy_segment_with_a_bad_index_is_rebuilt_on_first_use(tmp_path: Path)
 
 def test_unclean_start_validates_only_past_the_recovery_point(tmp_path: Path) -> None:
     m = fill(tmp_path)
+    # The rolls' fsyncs run in the background; the recovery point follows them, and the
+    # checkpoint written next holds it.
+    assert m.syncer.wait_idle(10)
     m.flush_due()
+    assert m.syncer.wait_idle(10)
     plog = m.get("t", 0)
     bases = plog.segment_base_offsets()
     # Every rolled segment was fsynced: the recovery point is at least the active base.

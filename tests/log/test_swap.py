@@ -26,6 +26,9 @@ def prepare(root: Path) -> tuple[list, dict]:
             put(plog, [(b"k%d" % k, b"v%d-%d" % (k, r) + b"x" * 20)])
     kv = read_kv(plog)
     plog.flush()
+    # The flush, and the checkpoints before it, are done by the manager's syncer: the "crash"
+    # comes after them.
+    assert manager.syncer.wait_idle(10)
     return kv, {k: v for _, k, v in kv}
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -108,15 +110,25 @@ async def test_the_failed_directory_goes_offline_and_the_other_is_served(
 def _refuse_checkpoints_in(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The device under ``log_dir`` takes no more checkpoint files (the high-watermark,
     log-start and recovery-point checkpoints all go through the log manager's atomic
-    write)."""
-    real_atomic_write = log_manager.atomic_write
+    write, which its background syncer makes in the directory it opened)."""
+    real_atomic_write_in = log_manager.atomic_write_in
 
-    def refuse(path: Path, data: bytes) -> None:
-        if path.parent == log_dir:
+    def refuse(dir_fd: int, name: str, data: bytes) -> None:
+        if Path(os.readlink(f"/proc/self/fd/{dir_fd}")) == log_dir:
+            os.close(dir_fd)
             raise OSError(errno.ENOSPC, "No space left on device")
-        real_atomic_write(path, data)
+        real_atomic_write_in(dir_fd, name, data)
 
-    monkeypatch.setattr(log_manager, "atomic_write", refuse)
+    monkeypatch.setattr(log_manager, "atomic_write_in", refuse)
+
+
+async def _wait_offline(broker: Broker, log_dir: Path) -> None:
+    """The syncer's failure report reaches the broker through its event loop."""
+    assert broker.logs.syncer.wait_idle(30)
+    deadline = time.monotonic() + 30
+    while log_dir not in broker.logs.offline_dirs:
+        assert time.monotonic() < deadline, "the directory never went offline"
+        await asyncio.sleep(0.01)
 
 
 async def test_a_failed_checkpoint_takes_its_directory_offline(
@@ -138,10 +150,12 @@ async def test_a_failed_checkpoint_takes_its_directory_offline(
         assert codes == [ErrorCode.NONE, ErrorCode.NONE]
         _refuse_checkpoints_in(failing, monkeypatch)
         broker.replica_manager.checkpoint()
+        await _wait_offline(broker, failing)
         assert broker.logs.offline_dirs == [failing]
         response = await client.call(ApiKey.PRODUCE, 9, _produce_both("hw"))
         codes = [p.error_code for p in response.responses[0].partition_responses]
         assert codes == [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NONE]
+        assert broker.logs.syncer.wait_idle(30)
         assert "hw 1 1" in (healthy / "replication-offset-checkpoint").read_text()
     finally:
         await client.close()
@@ -151,9 +165,10 @@ async def test_a_failed_checkpoint_takes_its_directory_offline(
 def test_the_periodic_flush_reports_a_directory_whose_checkpoint_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """flush_due names the directory instead of raising (which ended the broker's periodic
-    flush for good), writes the other directory's checkpoints, and the failed directory
-    gets no clean-shutdown marker."""
+    """The checkpoint written by flush_due fails in the background: the syncer names the
+    directory (the broker takes it offline) instead of raising (which ended the broker's
+    periodic flush for good), writes the other directory's checkpoints, and the failed
+    directory gets no clean-shutdown marker."""
     dirs = [tmp_path / "a", tmp_path / "b"]
     manager = log_manager.LogManager(dirs)
     manager.open_all()
@@ -169,7 +184,10 @@ def test_the_periodic_flush_reports_a_directory_whose_checkpoint_failed(
         plog.append_as_leader(batch, leader_epoch=0, log_append_time_ms=None)
         plog.delete_records_before(1)
     _refuse_checkpoints_in(failing, monkeypatch)
-    failures = manager.flush_due()
+    failures: list[tuple[Path, OSError]] = []
+    manager.syncer.on_failure = lambda log_dir, exc: failures.append((log_dir, exc))
+    assert manager.flush_due() == []
+    assert manager.syncer.wait_idle(30)
     assert {log_dir for log_dir, _ in failures} == {failing}
     assert all(exc.errno == errno.ENOSPC for _, exc in failures)
     assert "t 1 1" in (healthy / "log-start-offset-checkpoint").read_text()

@@ -11,8 +11,9 @@ from pathlib import Path
 from compat_tests.broker_process import REPO_ROOT, BrokerProcess, free_port
 from kbroker.cli import EXIT_START_FAILED
 from kbroker.log.log_manager import LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from replication.checkpoints import CHECKPOINT_FILE as HIGH_WATERMARK_CHECKPOINT
 
-CHECKPOINTS = (LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT)
+CHECKPOINTS = (LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT)
 
 
 def _files(directory: Path) -> dict[str, tuple[int, int]]:
@@ -27,7 +28,8 @@ def test_a_second_broker_on_the_same_log_directory_refuses_to_start(tmp_path: Pa
     first = BrokerProcess(tmp_path)
     first.start()
     try:
-        # The first broker's own first checkpoints (within a second of its start) are in.
+        # The first broker's own first checkpoints (the log checkpoints within a second of its
+        # start, the high watermarks within replica.high.watermark.checkpoint.interval.ms) are in.
         deadline = time.monotonic() + 10
         while not all((first.log_dir / name).exists() for name in CHECKPOINTS):
             assert time.monotonic() < deadline
