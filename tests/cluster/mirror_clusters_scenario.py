@@ -192,41 +192,77 @@ class Pair:
     source: str
     mirror: str
     topic: str
+    # (when the mirror was read, the source's end offsets just after, the mirror's)
     samples: list[tuple[float, list[int], list[int]]] = field(default_factory=list)
+    # (when the source was read, its end offsets), whether the mirror answered or not
+    timeline: list[tuple[float, list[int]]] = field(default_factory=list)
 
 
 def sample(pairs: list[Pair], started: float, stop: threading.Event) -> None:
     while not stop.is_set():
         for pair in pairs:
-            source = end_offsets(pair.source, pair.topic)
+            # The mirror first: the source only grows, so the lag is never under-counted.
+            mirror_at = time.monotonic() - started
             mirror = end_offsets(pair.mirror, pair.topic)
+            source_at = time.monotonic() - started
+            source = end_offsets(pair.source, pair.topic)
+            if source is not None:
+                pair.timeline.append((source_at, source))
             if source is not None and mirror is not None:
-                pair.samples.append((time.monotonic() - started, source, mirror))
+                pair.samples.append((mirror_at, source, mirror))
         stop.wait(SAMPLE_SECONDS)
 
 
-def lag_ms(pair: Pair, index: int) -> float:
-    """How long ago the source first held a record the mirror still lacks (0 when caught up)."""
+def lag_ms(pair: Pair, index: int) -> int:
+    """The age of the oldest source record the mirror lacks at a sample (0 when it lacks
+    none): when the source's end offset passed it, interpolated linearly between the two
+    source reads around that moment, as the producers write at a steady rate."""
     t, _, mirror = pair.samples[index]
     oldest = t
     for p in range(PARTITIONS):
-        for t0, source, _ in pair.samples[: index + 1]:
-            if source[p] > mirror[p]:
-                oldest = min(oldest, t0)
+        missing = mirror[p]
+        previous: tuple[float, int] | None = None
+        for at, source in pair.timeline:
+            if source[p] > missing:
+                if previous is None or source[p] == previous[1]:
+                    oldest = min(oldest, at)
+                else:
+                    share = (missing + 1 - previous[1]) / (source[p] - previous[1])
+                    oldest = min(oldest, previous[0] + share * (at - previous[0]))
                 break
+            previous = (at, source[p])
     return round((t - oldest) * 1000)
 
 
-def catch_up(pair: Pair, fault_end: float) -> float | None:
-    """Seconds from a fault's end until the mirror holds what the source held at that end."""
-    after = [s for s in pair.samples if s[0] >= fault_end]
+def catch_up(pair: Pair, since: float) -> float | None:
+    """Seconds from ``since`` until the mirror holds what the source held then (the first
+    sample at or after it)."""
+    after = [s for s in pair.samples if s[0] >= since]
     if not after:
         return None
     target = after[0][1]
     for t, _, mirror in after:
         if all(mirror[p] >= target[p] for p in range(PARTITIONS)):
-            return round(t - fault_end, 2)
+            return round(t - since, 2)
     return None
+
+
+@dataclass
+class Fault:
+    name: str
+    start: float
+    end: float = 0.0
+
+    def figures(self, pair: Pair) -> dict[str, object]:
+        during = [sum(s) - sum(m) for t, s, m in pair.samples if self.start <= t <= self.end]
+        return {
+            "start": round(self.start, 2),
+            "end": round(self.end, 2),
+            "catch_up_from_start_s": catch_up(pair, self.start),
+            "catch_up_from_end_s": catch_up(pair, self.end),
+            "max_lag_records_during": max(during, default=None),
+            "samples_during": len(during),
+        }
 
 
 def read_partitions(bootstrap: str, topic: str, isolation: str) -> dict[int, list[tuple[int, str]]]:
@@ -310,10 +346,13 @@ def passed(verdict: dict[str, object]) -> bool:
     return all(verdict[k] is True for k in keys) and not verdict["producer_errors"]
 
 
-def kill_and_restart(cluster: LocalCluster, topic: str, note: Callable[[str], None]) -> int:
+def kill_and_restart(cluster: LocalCluster, topic: str, note: Callable[[str], None]) -> float:
+    """Kills -9 the leader of the topic's partition 0 and restarts it; returns when it was
+    killed (time.monotonic)."""
     view = partition_view(cluster, topic)
     assert view is not None
     victim = cluster.brokers[view.leader]
+    killed_at = time.monotonic()
     victim.kill()
     note(f"killed -9 broker {view.leader}, leader of {topic}-0")
     wait_for(
@@ -324,7 +363,7 @@ def kill_and_restart(cluster: LocalCluster, topic: str, note: Callable[[str], No
     note(f"new leader of {topic}-0 elected")
     victim.start(timeout=90)
     note(f"broker {view.leader} restarted")
-    return view.leader
+    return killed_at
 
 
 def run(args: argparse.Namespace, work: Path) -> int:
@@ -337,6 +376,7 @@ def run(args: argparse.Namespace, work: Path) -> int:
     workloads: list[Workload] = []
     stop_sampling = threading.Event()
     started = time.monotonic()
+    load_at_start = os.getloadavg()
     events: list[dict[str, object]] = []
 
     def note(what: str) -> None:
@@ -368,14 +408,13 @@ def run(args: argparse.Namespace, work: Path) -> int:
         for workload in workloads:
             workload.start()
         threading.Thread(target=sample, args=(pairs, started, stop_sampling), daemon=True).start()
-        faults: list[tuple[str, float]] = []
+        faults: list[Fault] = []
+        for name, cluster in (("A source leader", cluster_a), ("B mirror leader", cluster_b)):
+            time.sleep(STEADY_SECONDS)
+            killed_at = kill_and_restart(cluster, "orders-a", note)
+            faults.append(Fault(f"{name} kill -9", killed_at - started, time.monotonic() - started))
         time.sleep(STEADY_SECONDS)
-        kill_and_restart(cluster_a, "orders-a", note)
-        faults.append(("A source leader kill -9", time.monotonic() - started))
-        time.sleep(STEADY_SECONDS)
-        kill_and_restart(cluster_b, "orders-a", note)
-        faults.append(("B mirror leader kill -9", time.monotonic() - started))
-        time.sleep(STEADY_SECONDS)
+        cut = Fault("A->B link cut", time.monotonic() - started)
         subprocess.run(["iptables", "-A", *link_rule(a_ports)], check=True, timeout=30)
         rule_on = True
         note(f"A->B link cut (cgroup black hole) for {args.cut} s")
@@ -383,7 +422,8 @@ def run(args: argparse.Namespace, work: Path) -> int:
         subprocess.run(["iptables", "-D", *link_rule(a_ports)], check=True, timeout=30)
         rule_on = False
         note("A->B link healed")
-        faults.append(("A->B link cut", time.monotonic() - started))
+        cut.end = time.monotonic() - started
+        faults.append(cut)
         time.sleep(STEADY_SECONDS)
         for workload in workloads:
             workload.finish()
@@ -394,10 +434,16 @@ def run(args: argparse.Namespace, work: Path) -> int:
         stop_sampling.set()
         wait_for(lambda: full_isr(cluster_b, "orders-a"), 90, "orders-a's mirror fully in ISR")
         verdicts = [check(pair, workload) for pair, workload in zip(pairs, workloads, strict=True)]
-        report = {"events": events, "verdicts": verdicts, "faults": {}, "lag": {}}
+        report = {
+            "load_average_at_start_and_end": [load_at_start, os.getloadavg()],
+            "events": events,
+            "verdicts": verdicts,
+            "faults": {},
+            "lag": {},
+        }
         for pair in pairs:
             report["faults"][pair.name] = {  # type: ignore[index]
-                name: {"catch_up_seconds": catch_up(pair, end)} for name, end in faults
+                fault.name: fault.figures(pair) for fault in faults
             }
             report["lag"][pair.name] = [  # type: ignore[index]
                 {
@@ -412,7 +458,8 @@ def run(args: argparse.Namespace, work: Path) -> int:
             print(f"lag of {pair.name} (t s: records, ms)")
             rows = report["lag"][pair.name]  # type: ignore[index]
             print("  " + "  ".join(f"{r['t']}:{r['records']},{r['ms']}" for r in rows[::4]))
-        print(json.dumps({"faults": report["faults"], "verdicts": verdicts}, indent=1))
+        summary = {key: report[key] for key in ("load_average_at_start_and_end", "faults")}
+        print(json.dumps({**summary, "verdicts": verdicts}, indent=1))
         return 0 if all(passed(v) for v in verdicts) else 1
     finally:
         stop_sampling.set()
