@@ -359,7 +359,7 @@ class MirrorTopic:
                     self._on_fetch(response)
         except (*NETWORK_ERRORS, KafkaError) as exc:
             log.info(
-                "mirror %s: source broker %d failed: %s", self.topic, node_id, exc or repr(exc)
+                "mirror %s: source broker %d failed: %s", self.topic, node_id, str(exc) or repr(exc)
             )
             self._failed([*checks, *fetches], str(exc) or type(exc).__name__, leader_moved=True)
 

@@ -54,6 +54,7 @@ class LocalCluster:
         *,
         overrides: Mapping[str, str] | None = None,
         ports: list[int] | None = None,
+        broker_type: type[BrokerProcess] = BrokerProcess,
     ) -> None:
         self.work_dir = work_dir
         self.zookeeper = ZooKeeperProcess(work_dir / "zookeeper")
@@ -61,7 +62,7 @@ class LocalCluster:
         self.brokers: dict[int, BrokerProcess] = {}
         for i in range(size):
             broker_id = i + 1
-            self.brokers[broker_id] = BrokerProcess(
+            self.brokers[broker_id] = broker_type(
                 work_dir / f"broker-{broker_id}",
                 port=ports[i] if ports else None,
                 overrides={
