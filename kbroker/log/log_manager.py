@@ -239,7 +239,9 @@ class LogManager:
     def delete(self, topic: str, partition: int) -> None:
         """Close the log without writing to it and rename its directory to a `-delete`
         name; dir_remover.py removes it in the background (a crash before that leaves the
-        directory for start-up to remove)."""
+        directory for start-up to remove), once the syncer has run the jobs asked for before:
+        a pending checkpoint replaced inside the renamed directory after its files were
+        removed would leave it behind, not empty."""
         plog = self._logs.pop((topic, partition), None)
         if plog is None:
             return
@@ -248,7 +250,7 @@ class LogManager:
             f"{plog.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         )
         os.rename(plog.directory, doomed)
-        self.remover.remove(doomed)
+        self.syncer.submit(doomed.parent, lambda: self.remover.remove(doomed))
 
     def mark_offline(self, log_dir: Path) -> list[TopicPartition]:
         """Take a log directory whose writes fail out of service (KIP-112): its logs are
