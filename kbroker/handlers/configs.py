@@ -286,6 +286,7 @@ async def _set_mirror_link(
     )
     if not validate_only:
         await broker.metadata.set_mirror_link(name, stored)
+        broker.mirrors.apply_link_records()
 
 
 async def _set_group_configs(

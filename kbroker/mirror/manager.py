@@ -128,6 +128,14 @@ class MirrorManager:
         for mirror in topics.values():
             await mirror.stop()
 
+    def apply_link_records(self) -> None:
+        """Put the links' fetch caps in force now: at every reconcile, and at once on the
+        broker that took a change of a link record (the others learn of it at their next
+        reconcile, within RECONCILE_SECONDS)."""
+        records = self._broker.metadata.mirror_links()
+        for link, throttle in self._throttles.items():
+            throttle.set_rate(fetch_rate(records.get(link, {})))
+
     def statuses(self) -> dict[str, list[PartitionStatus]]:
         """The fetcher state of every mirror partition led here (metrics, console)."""
         return {name: mirror.statuses() for name, mirror in sorted(self._topics.items())}
@@ -202,10 +210,9 @@ class MirrorManager:
     async def _reconcile(self) -> None:
         await self._raise_promoted_epochs()
         wanted = self._wanted()
-        records = self._broker.metadata.mirror_links()
         for link in {spec.link for spec, _ in wanted.values()}:
-            throttle = self._throttles.setdefault(link, LinkThrottle())
-            throttle.set_rate(fetch_rate(records.get(link, {})))
+            self._throttles.setdefault(link, LinkThrottle())
+        self.apply_link_records()
         for name, mirror in list(self._topics.items()):
             entry = wanted.get(name)
             if entry is None or entry[0].runner_key() != mirror.spec.runner_key():
