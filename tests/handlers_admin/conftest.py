@@ -58,6 +58,8 @@ async def make_broker(tmp_path: Path, **props: str) -> Any:
         logs=FakeLogs(config.log_dirs, config.cordoned_log_dirs),
         quotas=quotas,
         authorizer=build_authorizer(config, metadata.acls),
+        # No mirror fetchers here: a changed link record has no cap to put in force.
+        mirrors=SimpleNamespace(apply_link_records=lambda: None),
     )
 
 

@@ -175,6 +175,8 @@ def test_deleting_many_partitions_leaves_the_removal_to_a_thread(tmp_path: Path)
     for partition in range(50):
         manager.delete("t", partition)
     assert not any(d.exists() for d in directories)
+    # Handed to the remover once the syncer has run what the logs asked for before.
+    assert manager.syncer.wait_idle(30)
     assert len(removed) == 50 and all(d.exists() for d in removed)  # renamed, not removed
     for directory in removed:
         real(directory)
