@@ -153,10 +153,12 @@ def test_four_consumers_share_one_partition(workers: ShareWorkers) -> None:
     records = 10_000
     group = new_group(workers)
     # The records come once every consumer has subscribed, and each takes a little work
-    # (1 ms) in polls of at most 100 records, so that one consumer cannot take them all
-    # before the others have joined.
+    # (5 ms) in polls of at most 100 records, so that the first consumers cannot take them
+    # all before the last one's assignment arrives with its next heartbeat (up to
+    # group.share.heartbeat.interval.ms, 5 s, after it subscribed: with 1 ms of work a quiet
+    # machine let three consumers take all 10,000 records in 3.3 s).
     consumers = [
-        workers.start(f"c{i}", group, topic, max_poll_records="100", work_us="1000")
+        workers.start(f"c{i}", group, topic, max_poll_records="100", work_us="5000")
         for i in range(4)
     ]
     workers.wait_until(
