@@ -258,17 +258,30 @@ async def alter_topic_configs(
     client: KafkaClient, name: str, set_: Mapping[str, str], delete: Iterable[str]
 ) -> None:
     """Set and remove topic config overrides, leaving the others (KIP-339)."""
+    await alter_resource_configs(client, RESOURCE_TOPIC, name, set_, delete, f"configs of {name!r}")
+
+
+async def alter_resource_configs(
+    client: KafkaClient,
+    resource_type: int,
+    name: str,
+    set_: Mapping[str, str],
+    delete: Iterable[str],
+    what: str,
+) -> None:
+    """Set and remove configs of one resource with IncrementalAlterConfigs (KIP-339), sent
+    to the controller; `what` names the resource in the error."""
     configs = [AlterableConfig(name=k, config_operation=OP_SET, value=v) for k, v in set_.items()]
     configs += [AlterableConfig(name=k, config_operation=OP_DELETE, value=None) for k in delete]
     connection = await _controller(client)
     request = IncrementalAlterConfigsRequest(
         resources=[
-            AlterConfigsResource(resource_type=RESOURCE_TOPIC, resource_name=name, configs=configs)
+            AlterConfigsResource(resource_type=resource_type, resource_name=name, configs=configs)
         ]
     )
     response, _ = await connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
     result = response.responses[0]
-    _check(result.error_code, result.error_message, f"configs of {name!r}")
+    _check(result.error_code, result.error_message, what)
 
 
 async def describe_cluster(client: KafkaClient) -> ClusterDescription:

@@ -16,11 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kbroker.cli.ops.admin import (
-    OP_DELETE,
-    OP_SET,
     OpsError,
     _check,
-    _controller,
+    alter_resource_configs,
     create_topic,
     describe_topics,
     topic_configs,
@@ -51,11 +49,6 @@ from kbroker.mirror.topic_configs import (
 from kbroker.regex import Regex
 from wire.api_keys import ApiKey
 from wire.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
-from wire.messages.incremental_alter_configs_request import (
-    AlterableConfig,
-    AlterConfigsResource,
-    IncrementalAlterConfigsRequest,
-)
 from wire.messages.list_config_resources_request import ListConfigResourcesRequest
 
 
@@ -174,19 +167,9 @@ async def alter_link(
     client: KafkaClient, link: str, set_: Mapping[str, str], delete: Sequence[str]
 ) -> None:
     """Set and remove configs of a link's record (all removed: the link is gone)."""
-    configs = [AlterableConfig(name=k, config_operation=OP_SET, value=v) for k, v in set_.items()]
-    configs += [AlterableConfig(name=k, config_operation=OP_DELETE, value=None) for k in delete]
-    connection = await _controller(client)
-    request = IncrementalAlterConfigsRequest(
-        resources=[
-            AlterConfigsResource(
-                resource_type=MIRROR_LINK_RESOURCE, resource_name=link, configs=configs
-            )
-        ]
+    await alter_resource_configs(
+        client, MIRROR_LINK_RESOURCE, link, set_, delete, f"mirror link {link!r}"
     )
-    response, _ = await connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
-    result = response.responses[0]
-    _check(result.error_code, result.error_message, f"mirror link {link!r}")
 
 
 async def delete_link(client: KafkaClient, link: str) -> None:
