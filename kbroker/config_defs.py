@@ -429,7 +429,7 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.consumer.min.heartbeat.interval.ms", INT, "5000", min=1),
     ConfigDef("group.consumer.max.heartbeat.interval.ms", INT, "15000", min=1),
     ConfigDef("group.consumer.max.size", INT, str(INT32_MAX), min=1),
-    # Accepted for Kafka's bounds on the GROUP resource; kbroker assigns at once.
+    # KIP-1263: a group computes a new target assignment at most once per interval.
     ConfigDef("group.consumer.assignment.interval.ms", INT, "1000", min=0),
     ConfigDef("group.consumer.min.assignment.interval.ms", INT, "0", min=0),
     ConfigDef("group.consumer.max.assignment.interval.ms", INT, "15000", min=0),

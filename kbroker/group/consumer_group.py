@@ -124,6 +124,8 @@ class ConsumerGroupData:
     assignment_epoch: int = 0
     metadata_hash: int = 0
     creation_time_ms: int = -1
+    # When the target assignment was last computed (0: never), for the assignment interval.
+    assignment_timestamp_ms: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     # instance id -> member id (KIP-345 static membership)
     static_members: dict[str, str] = field(default_factory=dict)
@@ -144,6 +146,7 @@ class ConsumerGroupData:
             self.assignment_epoch,
             self.metadata_hash,
             self.creation_time_ms,
+            self.assignment_timestamp_ms,
             dict(self.members),
             dict(self.static_members),
             dict(self.targets),

@@ -123,12 +123,24 @@ class NoTopics:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupSettings:
-    """A group's session timeout and heartbeat interval: the broker's group.consumer.*
-    settings, or the group's own (consumer.session.timeout.ms, consumer.heartbeat.interval.ms,
-    set on the GROUP config resource)."""
+    """A group's session timeout, heartbeat interval and assignment interval: the broker's
+    group.consumer.* (or group.share.*) settings, or the group's own
+    (consumer.session.timeout.ms, consumer.heartbeat.interval.ms,
+    consumer.assignment.interval.ms, set on the GROUP config resource)."""
 
     session_timeout_ms: int
     heartbeat_interval_ms: int
+    assignment_interval_ms: int
+
+
+def target_assignment_due(last_ms: int, interval_ms: int, now_ms: int) -> bool:
+    """Whether a group whose epoch is ahead of its target assignment may compute a new one
+    now (KIP-1263): at most once per assignment interval, so a burst of joins, leaves or
+    subscription changes costs one assignor run and the members see one move rather than
+    many. A group that never computed one, or an interval of 0, computes at once. Nothing is
+    scheduled for a deferred one: the first heartbeat after the interval computes it, as in
+    Kafka 4.3."""
+    return last_ms == 0 or interval_ms == 0 or now_ms >= last_ms + interval_ms
 
 
 @dataclass(slots=True)
@@ -285,7 +297,9 @@ class ConsumerGroupProtocol:
         self, settings: Callable[[str], ConsumerGroupSettings] | None, topics: TopicsView
     ) -> None:
         default = ConsumerGroupSettings(
-            self.config.consumer_session_timeout_ms, self.config.consumer_heartbeat_interval_ms
+            self.config.consumer_session_timeout_ms,
+            self.config.consumer_heartbeat_interval_ms,
+            self.config.consumer_assignment_interval_ms,
         )
         self._consumer_settings = settings or (lambda _group_id: default)
         self._topics = topics
@@ -527,7 +541,11 @@ class ConsumerGroupProtocol:
             bump = True
         if bump:
             self._bump_epoch(group_id, data, records)
-        if data.group_epoch > data.assignment_epoch:
+        if data.group_epoch > data.assignment_epoch and target_assignment_due(
+            data.assignment_timestamp_ms,
+            self._consumer_settings(group_id).assignment_interval_ms,
+            now,
+        ):
             self._assign(group_id, data, records, now)
         before = data.members[updated.member_id]
         reconciled = reconcile(
@@ -782,6 +800,7 @@ class ConsumerGroupProtocol:
                     )
                 )
         data.assignment_epoch = data.group_epoch
+        data.assignment_timestamp_ms = now
         records.append(
             (
                 ConsumerGroupKey(TARGET_ASSIGNMENT_METADATA, group_id),
@@ -1011,6 +1030,7 @@ class ConsumerGroupProtocol:
             data.creation_time_ms = loaded.epoch.creation_time_ms
         if loaded.target_epoch is not None:
             data.assignment_epoch = loaded.target_epoch.assignment_epoch
+            data.assignment_timestamp_ms = loaded.target_epoch.assignment_timestamp
         settings = self._consumer_settings(group.group_id)
         for member_id, meta in loaded.members.items():
             current = loaded.current.get(member_id)

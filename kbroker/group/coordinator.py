@@ -184,11 +184,13 @@ def group_config(broker: Broker) -> GroupConfig:
         offsets_retention_ms=config.get("offsets.retention.minutes") * 60_000,
         consumer_session_timeout_ms=config.get("group.consumer.session.timeout.ms"),
         consumer_heartbeat_interval_ms=config.get("group.consumer.heartbeat.interval.ms"),
+        consumer_assignment_interval_ms=config.get("group.consumer.assignment.interval.ms"),
         consumer_max_size=config.get("group.consumer.max.size"),
         consumer_assignors=_assignor_names(config.get("group.consumer.assignors")),
         consumer_migration_policy=MigrationPolicy(config.get("group.consumer.migration.policy")),
         share_session_timeout_ms=config.get("group.share.session.timeout.ms"),
         share_heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
+        share_assignment_interval_ms=config.get("group.share.assignment.interval.ms"),
         share_max_size=config.get("group.share.max.size"),
     )
 
@@ -232,23 +234,25 @@ class GroupCoordinator:
         self._pending_commits: dict[str, list[_PendingCommit]] = {}
 
     def _share_settings(self, group_id: str) -> ConsumerGroupSettings:
-        """A share group's session timeout and heartbeat interval: its GROUP configs, else the
-        broker's group.share.* settings."""
+        """A share group's session timeout, heartbeat and assignment intervals: its GROUP
+        configs, else the broker's group.share.* settings."""
         overrides = self._broker.metadata.group_configs().get(group_id, {})
         value = self._broker.config.get
         return ConsumerGroupSettings(
             group_configs.effective("share.session.timeout.ms", overrides, value),
             group_configs.effective("share.heartbeat.interval.ms", overrides, value),
+            group_configs.effective("share.assignment.interval.ms", overrides, value),
         )
 
     def _consumer_settings(self, group_id: str) -> ConsumerGroupSettings:
-        """A consumer group's session timeout and heartbeat interval: its GROUP configs, else
-        the broker's group.consumer.* settings."""
+        """A consumer group's session timeout, heartbeat and assignment intervals: its GROUP
+        configs, else the broker's group.consumer.* settings."""
         overrides = self._broker.metadata.group_configs().get(group_id, {})
         value = self._broker.config.get
         return ConsumerGroupSettings(
             group_configs.effective("consumer.session.timeout.ms", overrides, value),
             group_configs.effective("consumer.heartbeat.interval.ms", overrides, value),
+            group_configs.effective("consumer.assignment.interval.ms", overrides, value),
         )
 
     # --- lifecycle ------------------------------------------------------------------------

@@ -67,9 +67,11 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3_600_000
     # The consumer group protocol (KIP-848): group.consumer.* (a group may override the
-    # session timeout and heartbeat interval, see ``ConsumerGroupSettings``).
+    # session timeout, heartbeat interval and assignment interval, see
+    # ``ConsumerGroupSettings``).
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
+    consumer_assignment_interval_ms: int = 1_000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     # group.consumer.migration.policy: which conversions between the classic and the consumer
@@ -79,6 +81,7 @@ class GroupConfig:
     # overridden per group, like the consumer group's).
     share_session_timeout_ms: int = 45_000
     share_heartbeat_interval_ms: int = 5_000
+    share_assignment_interval_ms: int = 1_000
     share_max_size: int = 200
 
 

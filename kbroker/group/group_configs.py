@@ -12,8 +12,8 @@ deletion, as in Kafka. Errors carry Kafka's messages: INVALID_CONFIG for a value
 INVALID_REQUEST for a null value or the empty (default) group name.
 
 kbroker serves no streams groups (KIP-1071); their configs are accepted and described as Kafka
-does, without effect, and so is ``*.assignment.interval.ms``: kbroker computes a new target
-assignment at once rather than in batches.
+does, without effect. ``consumer.assignment.interval.ms`` and ``share.assignment.interval.ms``
+(KIP-1263) space a group's target assignments.
 """
 
 from __future__ import annotations

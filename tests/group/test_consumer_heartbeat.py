@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from kbroker.group.assignors import TopicSpec
 from kbroker.group.consumer_group import MemberState
+from kbroker.group.consumer_records import TargetEpochValue
 from kbroker.group.events import (
     ConsumerHeartbeat,
     Effect,
@@ -59,7 +60,8 @@ class Harness:
         self.ids = iter(f"m{i}" for i in range(100, 1000))
         self.topics = Topics()
         self.core = GroupStateMachine(
-            config or GroupConfig(),
+            # A new target assignment at every epoch change, unless a test spaces them.
+            config or GroupConfig(consumer_assignment_interval_ms=0),
             lambda: self.now,
             PARTITIONS,
             new_uuid=lambda: next(self.ids),
@@ -168,6 +170,61 @@ def test_two_members_share_a_topic_without_owning_a_partition_twice() -> None:
     assert got is not None and parts(got) == {0, 1, 2, 3} - kept
     assert h.group().state is GroupState.STABLE
     h.owners_are_unique()
+
+
+def test_target_assignments_are_spaced_by_the_assignment_interval() -> None:
+    """KIP-1263 (Kafka 4.3's default 1 s): an epoch bump within the interval of the last
+    target assignment leaves the target as it is; the first heartbeat after the interval, of
+    any member, computes the next one, once for all the changes in between."""
+    h = Harness(GroupConfig(consumer_assignment_interval_ms=1_000))
+    first = h.heartbeat("a", 0)
+    assert first is not None and (first.member_epoch, parts(first)) == (1, {0, 1, 2, 3})
+    h.tick(100)
+    joined = h.heartbeat("b", 0)
+    assert joined is not None and (joined.member_epoch, parts(joined)) == (1, set())
+    assert h.group().consumer.group_epoch == 2
+    assert h.group().consumer.assignment_epoch == 1
+    assert h.group().state is GroupState.ASSIGNING
+    h.tick(400)
+    joined_c = h.heartbeat("c", 0)
+    assert joined_c is not None and (joined_c.member_epoch, parts(joined_c)) == (1, set())
+    kept = h.heartbeat("a", 1)
+    assert kept is not None and kept.member_epoch == 1 and kept.assignment is None
+    h.tick(500)
+    # 1 s after the first assignment: a's heartbeat computes the target for epoch 3 (both
+    # joins) and asks a to give up what b and c get.
+    moved = h.heartbeat("a", 1)
+    assert moved is not None and moved.member_epoch == 1
+    assert h.group().consumer.assignment_epoch == 3
+    assert len(parts(moved) or ()) < 4
+    h.owners_are_unique()
+    # One target for the two joins: none was stored for epoch 2.
+    assert [v.assignment_epoch for _, v in h.stored if isinstance(v, TargetEpochValue)] == [1, 3]
+
+
+def test_an_interval_of_zero_assigns_at_every_change() -> None:
+    h = Harness(GroupConfig(consumer_assignment_interval_ms=0))
+    h.heartbeat("a", 0)
+    joined = h.heartbeat("b", 0)
+    assert joined is not None and joined.member_epoch == 2
+    assert h.group().consumer.assignment_epoch == 2
+
+
+def test_the_last_assignment_time_survives_a_failover() -> None:
+    h = Harness(GroupConfig(consumer_assignment_interval_ms=1_000))
+    h.heartbeat("a", 0)
+    h.tick(200)
+    h.heartbeat("b", 0)
+    other = GroupStateMachine(
+        GroupConfig(consumer_assignment_interval_ms=1_000),
+        lambda: h.now,
+        PARTITIONS,
+        topics=h.topics,
+    )
+    other.begin_load(0)
+    other.complete_load(0, _replayed(h.stored))
+    data = other._groups[G].consumer
+    assert (data.assignment_epoch, data.assignment_timestamp_ms) == (1, h.now - 200)
 
 
 def test_epochs_are_checked() -> None:

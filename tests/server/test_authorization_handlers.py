@@ -117,6 +117,8 @@ async def secured(tmp_path: Path) -> AsyncIterator[tuple[Broker, RawClient]]:
             tmp_path / "data",
             free_port(),
             authorizer_class_name="kafka.security.authorizer.AclAuthorizer",
+            # A consumer group's target assignment follows each change at once (KIP-1263).
+            group_consumer_assignment_interval_ms="0",
         )
     )
     await broker.start()
