@@ -126,11 +126,12 @@ class ConsumerGroupSettings:
     """A group's session timeout, heartbeat interval and assignment interval: the broker's
     group.consumer.* (or group.share.*) settings, or the group's own
     (consumer.session.timeout.ms, consumer.heartbeat.interval.ms,
-    consumer.assignment.interval.ms, set on the GROUP config resource)."""
+    consumer.assignment.interval.ms, set on the GROUP config resource). Share groups assign
+    at once (0): see kbroker/group/group_configs.py."""
 
     session_timeout_ms: int
     heartbeat_interval_ms: int
-    assignment_interval_ms: int
+    assignment_interval_ms: int = 0
 
 
 def target_assignment_due(last_ms: int, interval_ms: int, now_ms: int) -> bool:

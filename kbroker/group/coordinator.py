@@ -190,7 +190,6 @@ def group_config(broker: Broker) -> GroupConfig:
         consumer_migration_policy=MigrationPolicy(config.get("group.consumer.migration.policy")),
         share_session_timeout_ms=config.get("group.share.session.timeout.ms"),
         share_heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
-        share_assignment_interval_ms=config.get("group.share.assignment.interval.ms"),
         share_max_size=config.get("group.share.max.size"),
     )
 
@@ -234,14 +233,13 @@ class GroupCoordinator:
         self._pending_commits: dict[str, list[_PendingCommit]] = {}
 
     def _share_settings(self, group_id: str) -> ConsumerGroupSettings:
-        """A share group's session timeout, heartbeat and assignment intervals: its GROUP
-        configs, else the broker's group.share.* settings."""
+        """A share group's session timeout and heartbeat interval: its GROUP configs, else the
+        broker's group.share.* settings."""
         overrides = self._broker.metadata.group_configs().get(group_id, {})
         value = self._broker.config.get
         return ConsumerGroupSettings(
             group_configs.effective("share.session.timeout.ms", overrides, value),
             group_configs.effective("share.heartbeat.interval.ms", overrides, value),
-            group_configs.effective("share.assignment.interval.ms", overrides, value),
         )
 
     def _consumer_settings(self, group_id: str) -> ConsumerGroupSettings:

@@ -81,7 +81,6 @@ class GroupConfig:
     # overridden per group, like the consumer group's).
     share_session_timeout_ms: int = 45_000
     share_heartbeat_interval_ms: int = 5_000
-    share_assignment_interval_ms: int = 1_000
     share_max_size: int = 200
 
 

@@ -12,8 +12,10 @@ deletion, as in Kafka. Errors carry Kafka's messages: INVALID_CONFIG for a value
 INVALID_REQUEST for a null value or the empty (default) group name.
 
 kbroker serves no streams groups (KIP-1071); their configs are accepted and described as Kafka
-does, without effect. ``consumer.assignment.interval.ms`` and ``share.assignment.interval.ms``
-(KIP-1263) space a group's target assignments.
+does, without effect. ``consumer.assignment.interval.ms`` (KIP-1263) spaces a consumer group's
+target assignments; ``share.assignment.interval.ms`` is accepted without effect: a share group
+assigns at once, so a partition whose share state was just initialized is handed out at the
+member's next heartbeat rather than after the interval.
 """
 
 from __future__ import annotations

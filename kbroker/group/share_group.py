@@ -41,8 +41,6 @@ class ShareGroupData:
     group_epoch: int = 0
     assignment_epoch: int = 0
     metadata_hash: int = 0
-    # When the target assignment was last computed (0: never), for the assignment interval.
-    assignment_timestamp_ms: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     targets: dict[str, Assignment] = field(default_factory=dict)
     # Share partitions with state at the share coordinator, and those being set up.
@@ -56,7 +54,6 @@ class ShareGroupData:
             self.group_epoch,
             self.assignment_epoch,
             self.metadata_hash,
-            self.assignment_timestamp_ms,
             dict(self.members),
             dict(self.targets),
             dict(self.initialized),

@@ -32,7 +32,6 @@ from kbroker.group.consumer_heartbeat import (
     Handle,
     HeartbeatError,
     TopicsView,
-    target_assignment_due,
 )
 from kbroker.group.events import (
     SHARE_GROUP,
@@ -275,11 +274,7 @@ class ShareGroupProtocol:
             # At the group epoch: a new group's partitions at state epoch 2, as Kafka 4.3's
             # first share snapshots have it.
             effects.append(InitializeShareState(group_id, tuple(initialize), data.group_epoch))
-        if data.group_epoch > data.assignment_epoch and target_assignment_due(
-            data.assignment_timestamp_ms,
-            self._share_settings(group_id).assignment_interval_ms,
-            now,
-        ):
+        if data.group_epoch > data.assignment_epoch:
             self._assign_shares(group_id, data, records, now)
         before = data.members[req.member_id]
         target = data.targets.get(req.member_id, {})
@@ -393,7 +388,6 @@ class ShareGroupProtocol:
                     )
                 )
         data.assignment_epoch = data.group_epoch
-        data.assignment_timestamp_ms = now
         records.append(
             (
                 ShareGroupKey(SHARE_TARGET_METADATA, group_id),
@@ -584,7 +578,6 @@ class ShareGroupProtocol:
             data.metadata_hash = loaded.epoch.metadata_hash
         if loaded.target_epoch is not None:
             data.assignment_epoch = loaded.target_epoch.assignment_epoch
-            data.assignment_timestamp_ms = loaded.target_epoch.assignment_timestamp
         if loaded.state_partitions is not None:
             for info in loaded.state_partitions.initialized:
                 data.initialized[info.topic_id] = frozenset(info.partitions)

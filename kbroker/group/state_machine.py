@@ -115,9 +115,7 @@ class GroupStateMachine(GroupOffsets, ConsumerGroupProtocol, ProtocolMigration, 
         self.rebalances: dict[str, int] = dict.fromkeys(GROUP_TYPES, 0)
         self._init_consumer_protocol(consumer_settings, topics or NoTopics())
         share_default = ConsumerGroupSettings(
-            config.share_session_timeout_ms,
-            config.share_heartbeat_interval_ms,
-            config.share_assignment_interval_ms,
+            config.share_session_timeout_ms, config.share_heartbeat_interval_ms
         )
         self._init_share_protocol(share_settings or (lambda _group_id: share_default))
 

@@ -246,11 +246,10 @@ async def start_broker(tmp_path: Path) -> AsyncIterator[StartBroker]:
             "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
             "log.dirs": str(tmp_path / "data"),
             "offsets.topic.num.partitions": "3",
-            # Groups form at once: no classic initial delay, and no spacing of consumer and
-            # share groups' target assignments (KIP-1263) unless a test asks for them.
+            # Groups form at once: no classic initial delay, and no spacing of consumer groups'
+            # target assignments (KIP-1263) unless a test asks for them.
             "group.initial.rebalance.delay.ms": "0",
             "group.consumer.assignment.interval.ms": "0",
-            "group.share.assignment.interval.ms": "0",
             **overrides,
         }
         broker = Broker(BrokerConfig.from_properties(props), clock=clock)

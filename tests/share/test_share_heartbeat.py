@@ -60,12 +60,8 @@ class Harness:
     stored: list[tuple[Any, Any]] = field(default_factory=list)
     inits: list[InitializeShareState] = field(default_factory=list)
 
-    # A new target assignment at every epoch change, unless a test spaces them (KIP-1263).
-    assignment_interval_ms: int = 0
-
     def __post_init__(self) -> None:
-        config = GroupConfig(share_assignment_interval_ms=self.assignment_interval_ms)
-        self.core = GroupStateMachine(config, lambda: self.now, 1, topics=Topics())
+        self.core = GroupStateMachine(GroupConfig(), lambda: self.now, 1, topics=Topics())
         self.core.begin_load(0)
         self.core.complete_load(0, LoadedState())
 
@@ -148,25 +144,6 @@ def test_epochs_as_kafka_43_numbers_them() -> None:
     assert h.group().share.group_epoch == 5
 
 
-def test_share_target_assignments_are_spaced_by_the_assignment_interval() -> None:
-    # KIP-1263, group.share.assignment.interval.ms (Kafka 4.3's default 1 s): a member joining
-    # within the interval of the last target assignment waits for the first heartbeat after it.
-    h = Harness(assignment_interval_ms=1_000)
-    a = h.heartbeat("a", 0)
-    # Its partitions' state is initialized at once, but the target that gives them waits.
-    assert h.heartbeat("a", a.member_epoch).assignment is None
-    h.now += 1_000
-    a = h.heartbeat("a", a.member_epoch)
-    assert partitions(a) == [0, 1, 2]
-    h.now += 300
-    b = h.heartbeat("b", 0)
-    assert partitions(b) == [] and h.group().share.assignment_epoch < h.group().share.group_epoch
-    h.now += 700
-    a = h.heartbeat("a", a.member_epoch)
-    b = h.heartbeat("b", b.member_epoch)
-    assert sorted(partitions(a) + partitions(b)) == [0, 1, 2] and partitions(b)
-
-
 def test_a_failed_initialization_is_tried_again() -> None:
     h = Harness(hold_init=True)
     joined = h.heartbeat("m1", 0)
@@ -244,7 +221,6 @@ def test_a_failover_replays_the_group() -> None:
     other.begin_load(0)
     other.complete_load(0, state)
     loaded = other._groups[G].share
-    assert loaded.assignment_timestamp_ms == h.now
     assert loaded.initialized == {T: frozenset({0, 1, 2})}
     assert loaded.members["m1"].assigned == {T: frozenset({0, 1, 2})}
     assert loaded.group_epoch == h.group().share.group_epoch
