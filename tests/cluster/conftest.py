@@ -50,6 +50,11 @@ def module_cluster(
 
 @pytest.fixture
 def cluster(module_cluster: LocalCluster) -> LocalCluster:
+    """The module's cluster with every broker running: a test that failed before restarting
+    the broker it stopped does not leave the module's next tests a broker short."""
+    for broker in module_cluster.brokers.values():
+        if not broker.running():
+            broker.start(timeout=120)
     module_cluster.wait_registered()
     return module_cluster
 
