@@ -195,9 +195,24 @@ def produce_raw(
     count: int,
     value: bytes = b"raw",
     partition: int = 0,
+    until_leading: bool = False,
 ) -> int:
-    """Produce ``count`` records in one batch straight to ``broker_id``; the error code."""
-    return asyncio.run(_produce_raw(cluster, broker_id, topic, acks, count, value, partition))
+    """Produce ``count`` records in one batch straight to ``broker_id``; the error code.
+
+    ``until_leading``: ``broker_id`` is the leader the metadata names, but a broker learns its
+    leadership from the controller a moment after other brokers may report it and refuses
+    writes with NOT_LEADER_OR_FOLLOWER meanwhile (nothing is appended), so that answer is
+    retried for up to 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        error = asyncio.run(_produce_raw(cluster, broker_id, topic, acks, count, value, partition))
+        if (
+            not until_leading
+            or error != ErrorCode.NOT_LEADER_OR_FOLLOWER
+            or time.monotonic() > deadline
+        ):
+            return error
+        time.sleep(0.2)
 
 
 async def _produce_raw(
@@ -233,27 +248,6 @@ async def _produce_raw(
         return int(response.responses[0].partition_responses[0].error_code)
     finally:
         await connection.close()
-
-
-def produce_to_leader(
-    cluster: LocalCluster,
-    broker_id: int,
-    topic: str,
-    acks: int,
-    count: int,
-    value: bytes = b"raw",
-    partition: int = 0,
-) -> int:
-    """``produce_raw`` to a broker that the metadata names as the partition's leader: a broker
-    learns its leadership from the controller a moment after other brokers may report it, and
-    refuses writes with NOT_LEADER_OR_FOLLOWER meanwhile (nothing is appended), so that answer
-    is retried for up to 30 s. The last error code."""
-    deadline = time.monotonic() + 30
-    while True:
-        error = produce_raw(cluster, broker_id, topic, acks, count, value, partition)
-        if error != ErrorCode.NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
-            return error
-        time.sleep(0.2)
 
 
 def reassign(cluster: LocalCluster, topic: str, replicas: list[int] | None) -> int:

@@ -13,7 +13,6 @@ from helpers import (
     log_bytes,
     partition_view,
     produce_raw,
-    produce_to_leader,
     read_all,
     reassign,
     reassignments,
@@ -48,7 +47,10 @@ def test_diverged_replica_truncates_and_replicas_converge(cluster: LocalCluster)
         60,
         "a new leader",
     )
-    assert produce_to_leader(cluster, new_view.leader, topic, -1, 7, b"new") == ErrorCode.NONE
+    assert (
+        produce_raw(cluster, new_view.leader, topic, -1, 7, b"new", until_leading=True)
+        == ErrorCode.NONE
+    )
     cluster.brokers[old].start(timeout=60)
     wait_for(lambda: full_isr(cluster, topic), 60, "the old leader back in sync")
     wait_for(
@@ -68,7 +70,10 @@ def test_reassignment_moves_a_replica_and_its_data(cluster: LocalCluster) -> Non
     topic = "moving"
     create_topic(cluster, topic, replication=2)
     view = wait_for(lambda: partition_view(cluster, topic), 30, "the topic")
-    assert produce_to_leader(cluster, view.leader, topic, -1, 20, b"before") == ErrorCode.NONE
+    assert (
+        produce_raw(cluster, view.leader, topic, -1, 20, b"before", until_leading=True)
+        == ErrorCode.NONE
+    )
     (newcomer,) = set(cluster.brokers) - set(view.replicas)
     leaving = view.leader
     target = [r for r in view.replicas if r != leaving] + [newcomer]
@@ -91,7 +96,10 @@ def test_reassignment_moves_a_replica_and_its_data(cluster: LocalCluster) -> Non
         30,
         "the removed replica's log to be deleted",
     )
-    assert produce_to_leader(cluster, done.leader, topic, -1, 5, b"after") == ErrorCode.NONE
+    assert (
+        produce_raw(cluster, done.leader, topic, -1, 5, b"after", until_leading=True)
+        == ErrorCode.NONE
+    )
     wait_for(
         lambda: log_bytes(cluster, target[0], topic) == log_bytes(cluster, target[1], topic),
         30,
