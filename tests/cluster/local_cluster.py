@@ -83,25 +83,30 @@ class LocalCluster:
         self.wait_registered()
 
     def wait_registered(self, timeout: float = 60.0) -> None:
-        """Wait until every running broker is registered and a controller is elected."""
+        """Wait until every running broker sees every running broker registered and a
+        controller elected: asked one by one, since a broker that has just learned of a
+        re-registration answers Metadata with it while another, which may be the one
+        asked to create a topic next, has not yet ("only 2 broker(s) are registered")."""
         asyncio.run(self._wait_registered(timeout))
 
     async def _wait_registered(self, timeout: float) -> None:
-        wanted = {i for i, b in self.brokers.items() if b.running()}
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                async with KafkaClient(
-                    [(b.host, b.port) for b in self.brokers.values() if b.running()], timeout=5
-                ) as client:
-                    md = await client.metadata([])
-                if {b.node_id for b in md.brokers} >= wanted and md.controller_id >= 0:
-                    return
-            except (OSError, TimeoutError, ConnectionError):
-                pass
+        while not await self._all_see_all():
             if time.monotonic() > deadline:
                 raise RuntimeError("brokers did not register")
             await asyncio.sleep(0.3)
+
+    async def _all_see_all(self) -> bool:
+        wanted = {i for i, b in self.brokers.items() if b.running()}
+        for broker in (self.brokers[i] for i in wanted):
+            try:
+                async with KafkaClient([(broker.host, broker.port)], timeout=5) as client:
+                    md = await client.metadata([])
+            except (OSError, TimeoutError, ConnectionError):
+                return False
+            if not {b.node_id for b in md.brokers} >= wanted or md.controller_id < 0:
+                return False
+        return True
 
     def stop(self) -> None:
         for broker in self.brokers.values():
