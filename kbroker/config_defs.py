@@ -4,8 +4,9 @@ Two tables, both keyed by Kafka's own property names:
 
 - ``BROKER_DEFS``: broker properties (what a stock Kafka ``server.properties`` may contain,
   plus ``metrics.port``, ``event.loop.stall.threshold.ms``, the ``request.read.*`` settings and
-  the ``sasl.server.authentication.timeout.ms`` and
-  ``sasl.server.max.connections.in.authentication`` limits, which are ours).
+  the ``sasl.server.authentication.timeout.ms``,
+  ``sasl.server.max.connections.in.authentication`` and ``ssl.max.handshakes.per.ip``
+  limits, which are ours).
 - ``TOPIC_DEFS``: topic-level configs (CreateTopics / AlterConfigs), each naming the broker
   properties that supply its default, in Kafka's priority order (e.g. ``retention.ms`` comes
   from ``log.retention.ms``, then ``log.retention.minutes``, then ``log.retention.hours``).
@@ -267,6 +268,9 @@ BROKER_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("ssl.cipher.suites", LIST, ""),
     ConfigDef("ssl.endpoint.identification.algorithm", STR, "https"),
     ConfigDef("ssl.principal.mapping.rules", STR, "DEFAULT"),
+    # Ours (issue 29): how many TLS handshakes of one client address a listener runs at once;
+    # the address's other accepted connections wait their turn (server/handshake_turns.py).
+    ConfigDef("ssl.max.handshakes.per.ip", INT, "4", min=1),
     # SASL (KIP-43, KIP-84, KIP-152, KIP-368).
     ConfigDef("sasl.enabled.mechanisms", LIST, "GSSAPI"),
     ConfigDef("sasl.mechanism.inter.broker.protocol", STR, "GSSAPI"),

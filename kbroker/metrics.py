@@ -368,6 +368,15 @@ class BrokerMetrics:
         )
         for listener, count in sorted(server.in_authentication.items()):
             out.sample("kbroker_connections_authenticating", (("listener", listener),), count)
+        out.family(
+            "kbroker_tls_handshakes",
+            "gauge",
+            "TLS handshakes running, and accepted connections waiting for their address's turn "
+            "(ssl.max.handshakes.per.ip).",
+        )
+        turns = server.handshake_turns
+        out.sample("kbroker_tls_handshakes", (("state", "running"),), turns.running)
+        out.sample("kbroker_tls_handshakes", (("state", "waiting"),), turns.waiting)
         out.family("kbroker_connections", "gauge", "Open client connections, by listener.")
         for listener, count in sorted(server.quotas.by_listener.items()):
             out.sample("kbroker_connections", (("listener", listener),), count)

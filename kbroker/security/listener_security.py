@@ -68,6 +68,8 @@ class ListenerSecurity:
     tls: ssl.SSLContext | None = None
     sasl: SaslSettings | None = None
     principal_of_dn: Callable[[str], str] | None = None
+    # Ours (issue 29): how many TLS handshakes of one client address run at once.
+    max_handshakes_per_ip: int = 4
 
     def tls_principal(self, peer_certificate: Mapping[str, object] | None) -> str:
         """The principal of an SSL listener's client: its certificate's DN mapped through
@@ -170,7 +172,13 @@ def listener_security(
         except ValueError as exc:
             raise SecuritySetupError(f"listener {listener}: {exc}") from exc
         principal_of_dn = lambda dn: map_principal(rules, dn)  # noqa: E731
-    return ListenerSecurity(protocol, tls, sasl, principal_of_dn)
+    return ListenerSecurity(
+        protocol,
+        tls,
+        sasl,
+        principal_of_dn,
+        max_handshakes_per_ip=config.listener_value(listener, "ssl.max.handshakes.per.ip"),
+    )
 
 
 def inter_broker_security(config: BrokerConfig) -> SecurityConfig:

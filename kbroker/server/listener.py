@@ -12,6 +12,8 @@ past request.read.timeout.ms (connection.ConnectionLimits).
 A TLS listener's handshake runs in a task of its own (bounded by TLS_HANDSHAKE_SECONDS), so
 a client that connects and says nothing, or says something other than TLS, holds up no
 one; a failed handshake is logged as Kafka logs it ("Failed authentication with ...").
+Handshakes take turns by client address (handshake_turns.py): a few of an address's run at
+once, its other accepted connections wait.
 
 Graceful shutdown follows uvicorn: stop accepting, let each connection finish
 the request it is handling (bounded by a grace period), then abort the rest.
@@ -26,6 +28,7 @@ import socket
 import ssl
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from kbroker.security.listener_security import PLAINTEXT_LISTENER, ListenerSecurity
 from kbroker.server.connection import (
@@ -35,6 +38,7 @@ from kbroker.server.connection import (
     VersionRejector,
 )
 from kbroker.server.connection_quotas import ConnectionLimitsConfig, ConnectionQuotas
+from kbroker.server.handshake_turns import HandshakeTurns
 from kbroker.server.memory_pool import MemoryPool
 from kbroker.server.turns import StartGate
 from wire.frame import FrameDecoder
@@ -99,6 +103,17 @@ def _listening_sockets(host: str, port: int, backlog: int) -> list[socket.socket
     return sockets
 
 
+@dataclass(frozen=True, slots=True)
+class _AcceptedTls:
+    """A connection accepted on a TLS listener, its handshake not started yet."""
+
+    conn: socket.socket
+    ip: str
+    listener_name: str | None
+    security: ListenerSecurity
+    ticket: Callable[[], None] | None
+
+
 class KafkaServer:
     def __init__(
         self,
@@ -116,8 +131,9 @@ class KafkaServer:
         self._connections: set[KafkaConnection] = set()
         self._sockets: list[socket.socket] = []
         self._acceptors: list[asyncio.Task[None]] = []
-        # TLS handshakes under way (each in its own task).
+        # TLS handshakes under way (each in its own task), and their turns by address.
         self._handshakes: set[asyncio.Task[None]] = set()
+        self.handshake_turns: HandshakeTurns[_AcceptedTls] = HandshakeTurns()
         self._sweeper: asyncio.Task[None] | None = None
         # Set whenever a connection closes: an acceptor waiting for a free slot retries.
         self._slot_freed = asyncio.Event()
@@ -297,11 +313,37 @@ class KafkaServer:
             if security.tls is None:
                 await self._start_connection(conn, ip, listener_name, security, ticket)
                 continue
-            task = loop.create_task(
-                self._start_connection(conn, ip, listener_name, security, ticket)
+            accepted = _AcceptedTls(conn, ip, listener_name, security, ticket)
+            if self.handshake_turns.admit(ip, accepted, security.max_handshakes_per_ip):
+                self._start_handshake(accepted)
+            else:
+                self._burst_log.log(
+                    f"handshakes:{ip}",
+                    "%s has %d TLS handshakes under way (ssl.max.handshakes.per.ip): its "
+                    "next connections wait their turn",
+                    ip,
+                    security.max_handshakes_per_ip,
+                )
+
+    def _start_handshake(self, accepted: _AcceptedTls) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._start_connection(
+                accepted.conn,
+                accepted.ip,
+                accepted.listener_name,
+                accepted.security,
+                accepted.ticket,
             )
-            self._handshakes.add(task)
-            task.add_done_callback(self._handshakes.discard)
+        )
+        self._handshakes.add(task)
+
+        def finished(task: asyncio.Task[None]) -> None:
+            self._handshakes.discard(task)
+            following = self.handshake_turns.finished(accepted.ip)
+            if following is not None:
+                self._start_handshake(following)
+
+        task.add_done_callback(finished)
 
     async def _start_connection(
         self,
@@ -376,6 +418,8 @@ class KafkaServer:
         return sum(len(peers) for peers in reasons.values())
 
     async def close(self, grace_seconds: float = 5.0) -> None:
+        for waiting in self.handshake_turns.drain():
+            waiting.conn.close()
         tasks = [
             *self._acceptors,
             *self._handshakes,
