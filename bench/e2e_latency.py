@@ -16,9 +16,14 @@ on a shared machine the load moves the tail more than anything else.
 `--segment-bytes` sets segment.bytes on the paced topic of both brokers, so segments roll
 during the measurement (1 KB at 10,000 msgs/s fills 1 MB ten times a second). For kbroker, the
 event-loop stalls the broker logged during the run (loop_stalls.py) are counted and kept.
+`--three-brokers` runs each broker as a cluster of three instead (kbroker with ZooKeeper,
+Kafka 4.3 as three KRaft nodes, replication_compare.py's clusters) with the topic's
+replication factor 3 and min.insync.replicas 2 (kafka-e2e-latency.sh is left out there: it
+creates its topic with the default replication factor, 1).
 
     .venv/bin/python bench/e2e_latency.py
     .venv/bin/python bench/e2e_latency.py --rates 1000,10000 --segment-bytes 1048576
+    .venv/bin/python bench/e2e_latency.py --three-brokers --acks 1 --rates 10000,50000
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +47,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import brokers  # noqa: E402
+import replication_compare  # noqa: E402
 import suite  # noqa: E402
 
 from compat_tests.kafka_process import KAFKA43_BIN  # noqa: E402
@@ -90,15 +98,35 @@ def stalls_logged(broker: brokers.BrokerUnderTest) -> list[str] | None:
     return [line for line in path.read_text(errors="replace").splitlines() if STALL_LINE in line]
 
 
+@contextmanager
+def started(name: str, three_brokers: bool) -> Iterator[brokers.BrokerUnderTest]:
+    """One broker, or a cluster of three seen through its bootstrap list."""
+    if not three_brokers:
+        with brokers.STARTERS[name]() as broker:
+            yield broker
+        return
+    with replication_compare.CLUSTERS[name]() as cluster:
+        yield brokers.BrokerUnderTest(name, cluster.bootstrap)
+
+
 def one_run(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
-    topic_config = {"segment.bytes": str(args.segment_bytes)} if args.segment_bytes else None
-    with brokers.STARTERS[name]() as broker:
+    topic_config = {"segment.bytes": str(args.segment_bytes)} if args.segment_bytes else {}
+    replication = 3 if args.three_brokers else 1
+    if args.three_brokers:
+        topic_config["min.insync.replicas"] = "2"
+    with started(name, args.three_brokers) as broker:
         if args.warmup_seconds:
             # A fresh JVM compiles its hot paths during its first seconds of traffic (Kafka's
             # first measured second at 1,000 msgs/s had a p50 of seconds): both brokers get
             # the same unmeasured run first.
-            suite.measure_latency(broker, min(args.rates), args.warmup_seconds, size=args.size)
+            suite.measure_latency(
+                broker,
+                min(args.rates),
+                args.warmup_seconds,
+                size=args.size,
+                replication_factor=replication,
+            )
         for rate in args.rates:
             stalls_before = stalls_logged(broker)
             result = suite.measure_latency(
@@ -107,7 +135,8 @@ def one_run(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                 args.seconds,
                 acks=args.acks,
                 size=args.size,
-                topic_config=topic_config,
+                topic_config=topic_config or None,
+                replication_factor=replication,
             )
             stalls_after = stalls_logged(broker)
             stalls = (
@@ -128,7 +157,8 @@ def one_run(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
-        if args.tool_records:
+        # The tool creates its own topic with the cluster's default replication factor (1).
+        if args.tool_records and not args.three_brokers:
             result = kafka_tool_latency(broker.bootstrap, args.tool_records, args.acks, args.size)
             rows.append(
                 {
@@ -182,6 +212,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=1024, help="record bytes")
     parser.add_argument("--segment-bytes", type=int, help="segment.bytes of the paced topic")
     parser.add_argument(
+        "--three-brokers", action="store_true", help="clusters of three, replication factor 3"
+    )
+    parser.add_argument(
         "--warmup-seconds", type=float, default=5.0, help="unmeasured paced run first (0: none)"
     )
     parser.add_argument(
@@ -200,8 +233,9 @@ def main(argv: list[str] | None = None) -> None:
             runs += one_run(name, args)
     if args.json:
         args.json.write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1, default=str))
+    shape = "three brokers, RF 3, min ISR 2" if args.three_brokers else "one broker"
     print(
-        f"{args.size} B, acks={args.acks}, medians of {args.repeat} alternating runs "
+        f"{args.size} B, acks={args.acks}, {shape}, medians of {args.repeat} alternating runs "
         f"({time.monotonic() - started:.0f} s)"
     )
     print(table(runs, names))

@@ -168,12 +168,25 @@ def measure_latency(
     acks: str = "1",
     size: int = 100,
     topic_config: dict[str, str] | None = None,
+    replication_factor: int = 1,
 ) -> dict[str, float]:
     """End-to-end latency (produce call to consumer receipt) at a fixed rate, in ms, of
     records of `size` bytes produced with `acks` to a new one-partition topic (with
     `topic_config` set on it)."""
     topic = f"latency-{uuid.uuid4().hex[:12]}"
-    settings = throughput.Settings(broker.bootstrap, topic, 0, size, 1, 1, acks, 0, 1, "none")
+    settings = throughput.Settings(
+        broker.bootstrap,
+        topic,
+        0,
+        size,
+        1,
+        1,
+        acks,
+        0,
+        1,
+        "none",
+        replication_factor=replication_factor,
+    )
     throughput.create_topic(settings)
     if topic_config:
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config=topic_config)

@@ -64,6 +64,7 @@ class Settings:
     security: tuple[tuple[str, str], ...] = ()
     # Further librdkafka producer properties (a partitioner, say).
     producer_properties: tuple[tuple[str, str], ...] = ()
+    replication_factor: int = 1
 
     def client_config(self) -> dict[str, Any]:
         return {"bootstrap.servers": self.bootstrap, **dict(self.security)}
@@ -109,7 +110,11 @@ def own_broker(start_timeout: float = 30.0, **overrides: str) -> Iterator[Any]:
 
 def create_topic(settings: Settings) -> None:
     admin = AdminClient(settings.client_config())
-    topic = NewTopic(settings.topic, num_partitions=settings.partitions, replication_factor=1)
+    topic = NewTopic(
+        settings.topic,
+        num_partitions=settings.partitions,
+        replication_factor=settings.replication_factor,
+    )
     timeout = settings.admin_timeout
     admin.create_topics([topic], request_timeout=timeout)[settings.topic].result(timeout)
     deadline = time.monotonic() + timeout
