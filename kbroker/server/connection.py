@@ -254,6 +254,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # socket is not read (-1: none).
         self._poll_fd = -1
         self._worker: asyncio.Task[None] | None = None
+        self._started = False
+        self._lost = False
         self._closing = False
         self.peer = "?"
         self._client_host = "/"
@@ -262,13 +264,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
     @property
     def started(self) -> bool:
         """Whether the transport connected this protocol (a TLS handshake may fail first)."""
-        return self._transport is not None
+        return self._started
 
     # asyncio.Protocol callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        self._started = True
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._client_host = f"/{peer[0]}" if peer else "/"
@@ -296,6 +299,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._decoder.max_frame_size = self._authenticator.frame_limit
             self._budget.trusted = False
         self._worker = asyncio.get_running_loop().create_task(self._serve())
+        self._worker.add_done_callback(self._worker_done)
 
     def _refuse(self, reason: str) -> None:
         host = self._client_host.lstrip("/")
@@ -410,7 +414,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._account_share()
         self._pool.release(self._write_charge)
         self._write_charge = 0
+        self._lost = True
         self._on_close(self)
+        if self._worker is None or self._worker.done():
+            self._let_go()
+
+    def _worker_done(self, task: asyncio.Task[None]) -> None:
+        if self._lost:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Drop the references that make a closed connection a reference cycle (through
+        asyncio's TLS protocol, which keeps our get_buffer, through the worker's exception
+        and the memory budget), so it is freed at once with its buffers rather than by the
+        cyclic garbage collector: 300 connections a second closing under a flood left the
+        collector pauses of 130-180 ms, and their 256 KiB TLS buffers, hundreds of MB."""
+        self._transport = None
+        self._worker = None
+        self._budget.decoder = None
+        self._budget.owner = None
 
     def pause_writing(self) -> None:
         # Responses the client does not read pile up past the high-water mark: charge them.

@@ -1,0 +1,92 @@
+"""A closed connection is freed as soon as it is done, by reference counting, not left to
+the cyclic garbage collector (issue 29): under a flood of short connections the collector's
+pauses and the TLS buffers waiting for it cost other clients 130-180 ms at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import ssl
+import weakref
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from kbroker.broker import Broker
+from kbroker.config import BrokerConfig
+from kbroker.server.connection import KafkaConnection
+from tests.security.certs import write_pki
+from tests.server.conftest import RawClient, free_port
+from tests.server.test_request_memory import wait_until
+from wire.api_keys import ApiKey
+from wire.messages.api_versions_request import ApiVersionsRequest
+
+PLAIN_JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+)
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[tuple[Broker, ssl.SSLContext]]:
+    pki = write_pki(tmp_path / "pki")
+    config = BrokerConfig.from_properties(
+        {
+            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()},SASL_SSL://127.0.0.1:0",
+            "log.dirs": str(tmp_path / "data"),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(pki.broker_keystore),
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+        }
+    )
+    instance = Broker(config)
+    await instance.start()
+    client = ssl.create_default_context(cafile=str(pki.ca))
+    client.check_hostname = False
+    try:
+        yield instance, client
+    finally:
+        await instance.stop()
+
+
+@pytest.fixture
+def no_cyclic_collection() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+async def _served_then_closed(broker: Broker, client: RawClient) -> weakref.ref[KafkaConnection]:
+    await client.call(ApiKey.API_VERSIONS, 3, ApiVersionsRequest())
+    (connection,) = broker.server._connections
+    gone = weakref.ref(connection)
+    del connection
+    await client.close()
+    await wait_until(lambda: not broker.server._connections, 30)
+    return gone
+
+
+@pytest.mark.usefixtures("no_cyclic_collection")
+async def test_a_closed_plaintext_connection_is_freed_without_the_collector(
+    broker: tuple[Broker, ssl.SSLContext],
+) -> None:
+    server, _ = broker
+    client = await RawClient.connect(server.port)
+    gone = await _served_then_closed(server, client)
+    await wait_until(lambda: gone() is None, 30)
+
+
+@pytest.mark.usefixtures("no_cyclic_collection")
+async def test_a_closed_tls_connection_is_freed_without_the_collector(
+    broker: tuple[Broker, ssl.SSLContext],
+) -> None:
+    server, context = broker
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", server.ports["SASL_SSL"], ssl=context
+    )
+    gone = await _served_then_closed(server, RawClient(reader, writer))
+    await wait_until(lambda: gone() is None, 30)
