@@ -145,10 +145,9 @@ def _latency_consumer(bootstrap: str, topic: str, count: int, out: Any, ready: A
             "fetch.min.bytes": 1,
         }
     )
-    # Ready once it has read the producer's warm-up record: it is then fetching at the end
-    # of the log. (Ready after a fixed second, a consumer of a topic just created on a
-    # cluster of three was often not fetching yet, and the first seconds of records waited
-    # for it: p50 of seconds on both kbroker and Kafka 4.3.)
+    # Ready once it has read the producer's warm-up record, so it is fetching at the end of
+    # the log however long its metadata took (a topic just created on a cluster of three),
+    # rather than after a fixed second.
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     deadline = time.monotonic() + 120
     while not ready.is_set() and time.monotonic() < deadline:
