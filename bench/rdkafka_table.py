@@ -4,7 +4,7 @@ rdkafka_performance as the load generator (issue 30).
 
 Each run starts one broker, and for every cell creates a topic and fills it with
 rdkafka_performance -P (its msgs/s is the produce figure: records acknowledged per second,
-acks=1, linger.ms 5), then reads it all back twice: with the simple consumer (-C, every
+librdkafka's default acks=all on one replica, linger.ms 5), then reads it all back twice: with the simple consumer (-C, every
 partition, from the beginning) and with a high-level consumer (-G, a group of one,
 auto.offset.reset earliest), each until it has every record. A figure is the client's own
 msgs/s (its last statistics row); beside it the broker's CPU seconds per GB and the
