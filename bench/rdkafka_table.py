@@ -2,16 +2,17 @@
 records, kbroker beside Kafka 4.3 (KRaft), Kafka 3.9 and Tansu, with librdkafka's
 rdkafka_performance as the load generator (issue 30).
 
-Each run starts one broker, and for every cell creates a topic and fills it with
-rdkafka_performance -P (its msgs/s is the produce figure: records acknowledged per second,
-librdkafka's default acks=all on one replica, linger.ms 5), then reads it all back twice: with the simple consumer (-C, every
-partition, from the beginning) and with a high-level consumer (-G, a group of one,
-auto.offset.reset earliest), each until it has every record. A figure is the client's own
-msgs/s (its last statistics row); beside it the broker's CPU seconds per GB and the
-generator's CPU in cores while it ran, so a cell where the client was the bottleneck (close
-to one core: librdkafka's consumer hands records to one application thread) is marked
-with `*` in the table. Brokers alternate run by run (the order rotates); medians of
-`--repeat`; the load average at each cell is kept, since the machine may be shared.
+Each run starts one broker, and for every cell creates a topic of one replica and fills it
+with rdkafka_performance -P (its msgs/s is the produce figure: records acknowledged per
+second, librdkafka's default acks, linger.ms 5), then reads it all back twice: with the
+simple consumer (-C, every partition, from the beginning) and with a high-level consumer
+(-G, a group of one, auto.offset.reset earliest), each until it has every record. A figure
+is the client's own msgs/s (its last statistics row); beside it the broker's CPU seconds per
+GB and the generator's CPU in cores while it ran, so a cell where the client was the
+bottleneck (close to one core: librdkafka's consumer hands records to one application
+thread) is marked with `*` in the table. Brokers alternate run by run (the order rotates);
+medians of `--repeat`; the load average at each cell is kept, since the machine may be
+shared.
 
 rdkafka_performance is librdkafka's examples/rdkafka_performance.c; build it against any
 librdkafka 2.x (`gcc -O2 -I SRC rdkafka_performance.c -L LIB -lrdkafka -lpthread -lm`) and
