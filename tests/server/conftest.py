@@ -1,9 +1,11 @@
-"""An in-process broker on a free loopback port, and a raw protocol client."""
+"""An in-process broker on a free loopback port (one with a TLS listener too), and a raw
+protocol client."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 
 from kbroker.broker import Broker
 from kbroker.config import BrokerConfig
+from tests.security.certs import write_pki
 from wire.api_keys import RESPONSE_CLASSES
 from wire.frame import decode_response, encode_request
 from wire.messages.request_header import RequestHeader
@@ -30,6 +33,29 @@ def broker_config(log_dir: Path, port: int, **overrides: str) -> BrokerConfig:
         **{key.replace("_", "."): value for key, value in overrides.items()},
     }
     return BrokerConfig.from_properties(props)
+
+
+async def start_tls_broker(
+    tmp_path: Path, listener: str, **props: str
+) -> tuple[Broker, ssl.SSLContext]:
+    """A started broker with a PLAINTEXT listener and a ``listener`` one (SSL or SASL_SSL)
+    whose certificate comes from a test PKI under ``tmp_path``, ``props`` added; and a client
+    context that trusts it. The caller stops the broker."""
+    pki = write_pki(tmp_path / "pki")
+    config = BrokerConfig.from_properties(
+        {
+            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()},{listener}://127.0.0.1:0",
+            "log.dirs": str(tmp_path / "data"),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(pki.broker_keystore),
+            **props,
+        }
+    )
+    broker = Broker(config)
+    await broker.start()
+    client = ssl.create_default_context(cafile=str(pki.ca))
+    client.check_hostname = False
+    return broker, client
 
 
 class RawClient:

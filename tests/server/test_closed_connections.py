@@ -14,10 +14,8 @@ from pathlib import Path
 import pytest
 
 from kbroker.broker import Broker
-from kbroker.config import BrokerConfig
 from kbroker.server.connection import KafkaConnection
-from tests.security.certs import write_pki
-from tests.server.conftest import RawClient, free_port
+from tests.server.conftest import RawClient, start_tls_broker
 from tests.server.test_request_memory import wait_until
 from wire.api_keys import ApiKey
 from wire.messages.api_versions_request import ApiVersionsRequest
@@ -29,21 +27,14 @@ PLAIN_JAAS = (
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[tuple[Broker, ssl.SSLContext]]:
-    pki = write_pki(tmp_path / "pki")
-    config = BrokerConfig.from_properties(
-        {
-            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()},SASL_SSL://127.0.0.1:0",
-            "log.dirs": str(tmp_path / "data"),
-            "ssl.keystore.type": "PEM",
-            "ssl.keystore.location": str(pki.broker_keystore),
+    instance, client = await start_tls_broker(
+        tmp_path,
+        "SASL_SSL",
+        **{
             "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN",
             "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
-        }
+        },
     )
-    instance = Broker(config)
-    await instance.start()
-    client = ssl.create_default_context(cafile=str(pki.ca))
-    client.check_hostname = False
     try:
         yield instance, client
     finally:

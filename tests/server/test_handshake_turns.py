@@ -12,10 +12,8 @@ from pathlib import Path
 import pytest
 
 from kbroker.broker import Broker
-from kbroker.config import BrokerConfig
 from kbroker.server.handshake_turns import HandshakeTurns
-from tests.security.certs import write_pki
-from tests.server.conftest import free_port
+from tests.server.conftest import start_tls_broker
 from tests.server.test_request_memory import wait_until
 
 ATTACKER = "127.0.0.2"
@@ -47,24 +45,22 @@ def test_drain_takes_every_waiting_item() -> None:
 
 @pytest.fixture
 async def tls_broker(tmp_path: Path) -> AsyncIterator[tuple[Broker, ssl.SSLContext]]:
-    pki = write_pki(tmp_path / "pki")
-    config = BrokerConfig.from_properties(
-        {
-            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()},SSL://127.0.0.1:0",
-            "log.dirs": str(tmp_path / "data"),
-            "ssl.keystore.type": "PEM",
-            "ssl.keystore.location": str(pki.broker_keystore),
-            "ssl.max.handshakes.per.ip": "2",
-        }
-    )
-    broker = Broker(config)
-    await broker.start()
-    client = ssl.create_default_context(cafile=str(pki.ca))
-    client.check_hostname = False
+    broker, client = await start_tls_broker(tmp_path, "SSL", **{"ssl.max.handshakes.per.ip": "2"})
     try:
         yield broker, client
     finally:
         await broker.stop()
+
+
+def _silent_connections(port: int, count: int) -> list[socket.socket]:
+    """Connections from the attacker's address that never send a ClientHello."""
+    silent = []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.bind((ATTACKER, 0))
+        sock.connect(("127.0.0.1", port))
+        silent.append(sock)
+    return silent
 
 
 async def _tls_connect(
@@ -82,12 +78,7 @@ async def test_an_address_holding_its_handshakes_delays_only_its_own_connections
     port = broker.ports["SSL"]
     turns = broker.server.handshake_turns
     # Two connections that never send a ClientHello hold the attacker's two handshakes.
-    silent = []
-    for _ in range(2):
-        sock = socket.socket()
-        sock.bind((ATTACKER, 0))
-        sock.connect(("127.0.0.1", port))
-        silent.append(sock)
+    silent = _silent_connections(port, 2)
     await wait_until(lambda: turns.running == 2, 30)
     waiting = asyncio.create_task(_tls_connect(port, context, ATTACKER))
     await wait_until(lambda: turns.waiting == 1, 30)
@@ -105,15 +96,10 @@ async def test_an_address_holding_its_handshakes_delays_only_its_own_connections
 async def test_waiting_connections_are_closed_when_the_broker_stops(
     tls_broker: tuple[Broker, ssl.SSLContext],
 ) -> None:
-    broker, context = tls_broker
+    broker, _ = tls_broker
     port = broker.ports["SSL"]
     turns = broker.server.handshake_turns
-    silent = []
-    for _ in range(3):
-        sock = socket.socket()
-        sock.bind((ATTACKER, 0))
-        sock.connect(("127.0.0.1", port))
-        silent.append(sock)
+    silent = _silent_connections(port, 3)
     await wait_until(lambda: turns.waiting == 1, 30)
     await broker.server.close(grace_seconds=1)
     assert turns.waiting == 0
